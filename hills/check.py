@@ -1,0 +1,120 @@
+"""`hills check`: the checks a hill must pass before it can be committed."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from . import manifest, uvenv
+from .errors import HillsError
+
+SHIM = os.path.join(os.path.dirname(__file__), "shim.py")
+TEST_RUNNER = os.path.join(os.path.dirname(__file__), "testrunner.py")
+TEST_TIMEOUT = 600
+
+
+class Result:
+    def __init__(self, name, status, detail):
+        self.name, self.status, self.detail = name, status, detail
+
+    def as_dict(self):
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def hill_python(hill_name, hill_dir):
+    """The interpreter of the environment built from the hill's working files."""
+    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
+
+
+def bind(python, hill_dir, entry, params):
+    request = json.dumps({"hill_dir": hill_dir, "entry": entry, "params": params})
+    done = subprocess.run([python, SHIM, "bind", request], cwd=hill_dir, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "error": (done.stderr.strip() or "the shim printed nothing")[-500:]}
+
+
+def run_checks(hill_dir, tests=True):
+    """Run every check in order; later checks are skipped once one fails that
+    they depend on. Returns a list of Result."""
+    results = []
+    name = os.path.basename(hill_dir)
+    try:
+        spec = manifest.load(hill_dir)
+    except HillsError as exc:
+        results.append(Result("manifest", "fail", exc.message))
+        return results
+    results.append(Result("manifest", "ok", f"{spec['name']} {spec['version']}"))
+
+    problems = []
+    present = []
+    for required in ("README.md", "pyproject.toml"):
+        (present if os.path.isfile(os.path.join(hill_dir, required)) else problems).append(required)
+    shape = spec["evaluator"]["shape"]
+    entry = spec["evaluator"]["entry"]
+    if shape == "function":
+        (present if os.path.isfile(os.path.join(hill_dir, entry)) else problems).append(entry)
+    else:
+        program = entry[0]
+        local = os.path.join(hill_dir, program)
+        if os.path.isfile(local) or ("/" not in program and shutil.which(program)):
+            present.append(program)
+        else:
+            problems.append(program)
+    examples = os.path.join(hill_dir, "examples")
+    if not os.path.isdir(examples) or not [e for e in os.listdir(examples) if not e.startswith(".")]:
+        problems.append("examples/ (at least one example submission)")
+    if tests and not os.path.isdir(os.path.join(hill_dir, "tests")):
+        problems.append("tests/")
+    if problems:
+        results.append(Result("layout", "fail", "missing: " + ", ".join(problems)))
+        return results
+    results.append(Result("layout", "ok", ", ".join(present)))
+
+    current, reason = uvenv.lock_is_current(hill_dir)
+    if not current:
+        results.append(Result("dependencies", "fail", reason))
+        return results
+    results.append(Result("dependencies", "ok", "uv.lock is up to date"))
+
+    try:
+        python = hill_python(name, hill_dir)
+    except HillsError as exc:
+        results.append(Result("environment", "fail", exc.message.splitlines()[0]))
+        return results
+
+    if shape == "function":
+        defaults = {key: param["default"] for key, param in spec["params"].items()}
+        bound = bind(python, hill_dir, entry, defaults)
+        if not bound.get("ok"):
+            results.append(Result("evaluator contract", "fail", bound.get("error", "does not bind")))
+            return results
+        results.append(Result("evaluator contract", "ok", f"{bound['signature']} imports and binds"))
+    else:
+        results.append(Result("evaluator contract", "ok", "command: " + " ".join(entry)))
+
+    if tests:
+        results.append(run_tests(python, hill_dir))
+    return results
+
+
+def run_tests(python, hill_dir):
+    try:
+        done = subprocess.run([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=TEST_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return Result("tests", "fail", f"did not finish within {TEST_TIMEOUT}s")
+    lines = done.stdout.strip().splitlines()
+    summary = lines[-1] if lines else "no output"
+    if done.returncode == 0:
+        return Result("tests", "ok", summary)
+    if done.returncode == 5:
+        return Result("tests", "fail", "no tests found in tests/")
+    failing = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    detail = summary + ("".join("\n        " + line for line in failing[:10]) if failing else "")
+    if not re.search(r"\d+ passed", summary):
+        detail = (done.stderr.strip() or summary)[-800:]
+    return Result("tests", "fail", detail)

@@ -1,0 +1,113 @@
+"""Freezing a hill: the gate, lock regeneration, and a commit built with a
+private index, write-tree, commit-tree and a compare-and-swap update-ref."""
+
+import os
+import secrets
+import stat as stat_module
+
+from . import check, hill as hill_module, locks, state
+from .errors import Refused, UsageError
+
+BRANCH = "refs/heads/main"
+ZERO = "0" * 40
+
+
+def regenerate_locks(hill, cache=None):
+    """Hash private/ and the blobs; write both lock files when they changed.
+
+    Returns (private_entries, blob_entries, regular_paths, changed_lock_names).
+    """
+    regular, blobs = hill_module.list_tree_files(hill)
+    cache = cache or locks.StatCache(hill.path)
+    private_entries = locks.hash_files(hill.path, locks.walk_private(hill.path), cache)
+    blob_entries = locks.hash_files(hill.path, blobs, cache)
+    cache.save()
+    changed = []
+    for lock_name, entries in ((locks.PRIVATE_LOCK, private_entries), (locks.BLOBS_LOCK, blob_entries)):
+        text = locks.encode(entries)
+        path = os.path.join(hill.path, lock_name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                current = handle.read()
+        except FileNotFoundError:
+            current = None
+        if current != text:
+            state.atomic_write(path, text)
+            changed.append(lock_name)
+        if lock_name not in regular:
+            regular.append(lock_name)
+    return private_entries, blob_entries, sorted(regular), changed
+
+
+def build_tree(hill, regular):
+    """Write the blobs of `regular` and a tree of them through a private index."""
+    repo = hill.repo
+    if not regular:
+        raise Refused(f"hill '{hill.name}' has no files to commit")
+    ids = repo.run("hash-object", "-w", "--no-filters", "--stdin-paths",
+                   input="\n".join(regular) + "\n").split()
+    if len(ids) != len(regular):
+        raise Refused(f"git hashed {len(ids)} of {len(regular)} files of hill '{hill.name}'")
+    records = []
+    for rel, object_id in zip(regular, ids):
+        mode = os.stat(os.path.join(hill.path, rel)).st_mode
+        records.append(f"{'100755' if mode & stat_module.S_IXUSR else '100644'} {object_id}\t{rel}")
+    index = os.path.join(repo.git_dir, f"hills-index-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        env = {"GIT_INDEX_FILE": index}
+        repo.run("update-index", "--add", "-z", "--index-info", input="\0".join(records) + "\0", env=env)
+        return repo.run("write-tree", env=env).strip()
+    finally:
+        for leftover in (index, index + ".lock"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+
+
+def commit(hill, message, gate=True, progress=None):
+    """Gate, lock, build and record a commit. Returns a dict for the CLI."""
+    if not message or not message.strip():
+        raise UsageError("empty commit message", hint="pass -m MESSAGE")
+    spec = hill.manifest()
+    with state.file_lock(os.path.join(hill.repo.git_dir, "hills-commit.lock")):
+        if gate:
+            results = check.run_checks(hill.path, tests=True)
+            failed = [r for r in results if r.status == "fail"]
+            if progress:
+                for result in results:
+                    progress(result)
+            if failed:
+                raise Refused(f"hill '{hill.name}' failed check '{failed[0].name}': nothing was committed",
+                              hint="run 'hills check " + hill.name + "' and fix what it reports")
+        private_entries, blob_entries, regular, _changed = regenerate_locks(hill)
+        tree_hash = build_tree(hill, regular)
+        parent = hill.repo.head()
+        if parent and hill.repo.tree_of(parent) == tree_hash:
+            raise Refused(f"nothing to commit: hill '{hill.name}' is unchanged since {parent[:12]}")
+        args = ["commit-tree", tree_hash, "-m", message]
+        if parent:
+            args[2:2] = ["-p", parent]
+        commit_id = hill.repo.run(*args).strip()
+        try:
+            hill.repo.run("update-ref", "-m", "hills commit: " + message.splitlines()[0],
+                          BRANCH, commit_id, parent or ZERO)
+        except Exception as exc:
+            raise Refused(f"hill '{hill.name}' moved while committing; nothing was recorded",
+                          hint="run the commit again") from exc
+        sync_index(hill, blob_entries)
+
+    def record(registry):
+        entry = registry["hills"].setdefault(hill.name, {"path": hill.path})
+        entry["path"] = hill.path
+        entry["tree_hash"] = tree_hash
+
+    state.update_registry(record)
+    return {"hill": hill.name, "version": spec["version"], "tree_hash": tree_hash, "commit": commit_id,
+            "private": private_entries, "blobs": blob_entries}
+
+
+def sync_index(hill, blob_entries):
+    """Make `.vc/index` and the excludes match the new HEAD, so plain git
+    commands see a clean hill and a fast status works during evals."""
+    hill_module.write_excludes(hill.path, list(blob_entries))
+    hill.repo.run("read-tree", "HEAD")
+    hill.repo.run("update-index", "-q", "--refresh", ok_codes=(0, 1))

@@ -1,0 +1,219 @@
+"""A hill on disk: finding it, creating it from a template, and listing the
+files that make up its git tree, its private data and its blobs."""
+
+import os
+import shutil
+import stat as stat_module
+import sys
+import tempfile
+
+from . import git, manifest, state
+from .errors import UsageError
+
+HILLS_DIR = ".hills"
+TEMPLATES_DIR = os.path.join(os.path.dirname(__file__), "templates")
+HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "hooks", "pre-commit")
+# Kept out of every hill's tree; written at creation and at commit, never during an eval.
+BASE_EXCLUDES = ["/.vc/", "/private/", "__pycache__/", "*.py[cod]", ".pytest_cache/", ".DS_Store"]
+EXCLUDE_MARK = "# blobs (managed by hills commit)"
+
+
+class Hill:
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.name = os.path.basename(self.path)
+        self.repo = git.Repo(self.path)
+
+    def __repr__(self):
+        return f"Hill({self.path!r})"
+
+    def manifest(self):
+        return manifest.load(self.path)
+
+
+def find_project_hills(start=None):
+    """The nearest `.hills` folder at or above `start` (the cwd), or None."""
+    current = os.path.abspath(start or os.getcwd())
+    while True:
+        candidate = os.path.join(current, HILLS_DIR)
+        if os.path.isdir(candidate):
+            return candidate
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def resolve(name_or_path):
+    """A hill by name (nearest `.hills/` first, then the registry) or by path."""
+    if not name_or_path:
+        raise UsageError("no hill given", hint="pass a hill name, e.g. -H circle-packing")
+    if os.sep in name_or_path or name_or_path in (".", ".."):
+        path = os.path.abspath(name_or_path)
+        if not os.path.isfile(os.path.join(path, "hill.yaml")):
+            raise UsageError(f"'{name_or_path}' is not a hill folder (no hill.yaml)")
+        return _checked(Hill(path))
+    manifest.validate_name(name_or_path)
+    project = find_project_hills()
+    if project:
+        path = os.path.join(project, name_or_path)
+        if os.path.isfile(os.path.join(path, "hill.yaml")):
+            return _checked(Hill(path))
+    entry = state.load_registry()["hills"].get(name_or_path)
+    if entry and os.path.isfile(os.path.join(entry["path"], "hill.yaml")):
+        return _checked(Hill(entry["path"]))
+    raise UsageError(f"no hill named '{name_or_path}'",
+                     hint="see 'hills list', or create it with 'hills new " + name_or_path + "'")
+
+
+def _checked(hill):
+    if not os.path.isdir(os.path.join(hill.path, ".vc")):
+        raise UsageError(f"hill '{hill.name}' has no version control folder '{os.path.join(hill.path, '.vc')}'",
+                         hint="recreate the hill with 'hills new'")
+    return hill
+
+
+def templates():
+    """{name: first line of its hill.yaml description}."""
+    found = {}
+    for name in sorted(os.listdir(TEMPLATES_DIR)):
+        path = os.path.join(TEMPLATES_DIR, name, "hill.yaml")
+        if os.path.isfile(path):
+            description = ""
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.startswith("description:"):
+                        description = line.split(":", 1)[1].strip().strip("'\"")
+                        break
+            found[name] = description
+    return found
+
+
+def install_hook(hill_dir):
+    hooks_dir = os.path.join(hill_dir, ".vc", "hooks")
+    os.makedirs(hooks_dir, exist_ok=True)
+    with open(HOOK_SOURCE, encoding="utf-8") as handle:
+        text = handle.read()
+    text = text.replace("@PYTHON@", sys.executable)
+    state.atomic_write(os.path.join(hooks_dir, "pre-commit"), text, 0o755)
+
+
+def write_excludes(hill_dir, blob_paths=()):
+    """`.vc/info/exclude`: the fixed excludes plus the committed blobs."""
+    lines = ["# written by hills: what never enters this hill's git tree"] + BASE_EXCLUDES
+    if blob_paths:
+        lines.append(EXCLUDE_MARK)
+        lines.extend("/" + _escape_glob(path) for path in sorted(blob_paths))
+    text = "\n".join(lines) + "\n"
+    path = os.path.join(hill_dir, ".vc", "info", "exclude")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == text:
+                return
+    except FileNotFoundError:
+        pass
+    state.atomic_write(path, text)
+
+
+def _escape_glob(path):
+    return "".join("\\" + ch if ch in "*?[]!#\\ " else ch for ch in path)
+
+
+def create(name, template="default", project_dir=None):
+    """Create `.hills/NAME` from a template; on any failure leave nothing."""
+    from . import uvenv
+
+    manifest.validate_name(name)
+    source = os.path.join(TEMPLATES_DIR, template)
+    if not template or "/" in template or not os.path.isfile(os.path.join(source, "hill.yaml")):
+        raise UsageError(f"unknown template '{template}'",
+                         hint="available templates: " + ", ".join(templates()))
+    project_dir = os.path.abspath(project_dir or os.getcwd())
+    hills_dir = os.path.join(project_dir, HILLS_DIR)
+    target = os.path.join(hills_dir, name)
+    if os.path.lexists(target):
+        raise UsageError(f"hill '{name}' already exists at '{target}'")
+    registered = state.load_registry()["hills"].get(name)
+    if registered and os.path.isfile(os.path.join(registered["path"], "hill.yaml")) \
+            and os.path.realpath(registered["path"]) != os.path.realpath(target):
+        raise UsageError(f"a hill named '{name}' is already registered at '{registered['path']}'",
+                         hint="hill names are unique per machine; pick another name")
+    uvenv.uv_binary()
+    created_hills_dir = not os.path.isdir(hills_dir)
+    home_created = state.ensure_home()
+    workdir = None
+    try:
+        os.makedirs(hills_dir, exist_ok=True)
+        gitignore = os.path.join(hills_dir, ".gitignore")
+        if not os.path.exists(gitignore):
+            state.atomic_write(gitignore, "*\n")
+        workdir = tempfile.mkdtemp(prefix=f".new-{name}-", dir=hills_dir)
+        staging = os.path.join(workdir, name)
+        shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+        for rel in ("hill.yaml", "README.md", "pyproject.toml"):
+            path = os.path.join(staging, rel)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(text.replace("{{name}}", name))
+        manifest.load(staging)
+        uvenv.lock(staging)
+        repo = git.Repo(staging)
+        repo.init()
+        repo.run("symbolic-ref", "HEAD", "refs/heads/main")
+        write_excludes(staging)
+        install_hook(staging)
+        os.rename(staging, target)
+    except BaseException:
+        if created_hills_dir:
+            shutil.rmtree(hills_dir, ignore_errors=True)
+        raise
+    finally:
+        if workdir and os.path.isdir(workdir):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def register(registry):
+        registry["hills"][name] = {"path": target, "tree_hash": None, "template": template}
+
+    state.update_registry(register)
+    return {"path": target, "home_created": home_created, "template": template}
+
+
+def list_tree_files(hill):
+    """Hill files that belong in the git tree or in blobs.lock.
+
+    Uses git's own ignore rules (`.gitignore` files and `.vc/info/exclude`)
+    against an empty private index, so nothing the user staged matters.
+    Returns (regular, blobs): sorted lists of relative paths.
+    """
+    rules = hill.manifest()["blobs"]
+    with tempfile.TemporaryDirectory(dir=hill.repo.git_dir, prefix="hills-list-") as scratch:
+        out = hill.repo.run("ls-files", "-z", "--others", "--exclude-standard",
+                            env={"GIT_INDEX_FILE": os.path.join(scratch, "index")})
+    regular, blobs = [], []
+    for rel in out.split("\0"):
+        if not rel or rel == ".vc" or rel.startswith((".vc/", "private/")):
+            continue
+        full = os.path.join(hill.path, rel)
+        st = os.lstat(full)
+        if stat_module.S_ISLNK(st.st_mode):
+            raise UsageError(f"'{rel}' in hill '{hill.name}' is a symbolic link",
+                             hint="a hill holds plain files; copy the target in instead")
+        if manifest_locks(rel):
+            regular.append(rel)
+        elif manifest_blob(rel, st.st_size, rules):
+            blobs.append(rel)
+        else:
+            regular.append(rel)
+    return sorted(regular), sorted(blobs)
+
+
+def manifest_locks(rel):
+    return rel in ("private.lock", "blobs.lock")
+
+
+def manifest_blob(rel, size, rules):
+    from .locks import is_blob
+
+    return is_blob(rel, size, rules)

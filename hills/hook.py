@@ -1,0 +1,44 @@
+"""The pre-commit hook: the same gate and lock regeneration as `hills commit`
+for a plain `git --git-dir=.vc --work-tree=. commit`."""
+
+import os
+
+from . import check, commit, hill as hill_module, locks
+from .errors import Refused, UsageError
+
+
+def pre_commit(work_tree):
+    hill_dir = os.path.abspath(work_tree)
+    if not os.path.isfile(os.path.join(hill_dir, "hill.yaml")):
+        raise UsageError(f"'{hill_dir}' is not a hill folder (no hill.yaml)",
+                         hint="the hills pre-commit hook runs from a hill's work tree")
+    target = hill_module.Hill(hill_dir)
+    # The index being committed is the one git handed to the hook.
+    index = os.environ.get("GIT_INDEX_FILE")
+    if index and not os.path.isabs(index):
+        index = os.path.join(hill_dir, index)
+    index_env = {"GIT_INDEX_FILE": index} if index else None
+    results = check.run_checks(hill_dir, tests=True)
+    failed = [r for r in results if r.status == "fail"]
+    if failed:
+        raise Refused(f"hill '{target.name}' failed check '{failed[0].name}': {failed[0].detail.splitlines()[0]}",
+                      hint=f"run 'hills check {target.name}'; nothing was committed")
+    private_entries, blob_entries, _regular, _changed = commit.regenerate_locks(target)
+    staged = target.repo.run("ls-files", "-z", "--cached", env=index_env).split("\0")
+    for rel in staged:
+        if rel.startswith("private/") or rel in blob_entries:
+            raise Refused(f"'{rel}' is staged, but it must never enter git "
+                          f"({'held-out data' if rel.startswith('private/') else 'a blob'})",
+                          hint=f"unstage it: git --git-dir=.vc rm --cached -- '{rel}'")
+    stale = []
+    for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+        with open(os.path.join(hill_dir, lock_name), encoding="utf-8") as handle:
+            on_disk = handle.read()
+        if lock_name not in staged or target.repo.show_blob("", lock_name, env=index_env) != on_disk:
+            stale.append(lock_name)
+    hill_module.write_excludes(hill_dir, list(blob_entries))
+    if stale:
+        raise Refused(", ".join(stale) + " did not match the files on disk and "
+                      + ("was" if len(stale) == 1 else "were") + " regenerated; nothing was committed",
+                      hint="stage the regenerated lock(s) and commit again: git --git-dir=.vc --work-tree=. add "
+                      + " ".join(stale))

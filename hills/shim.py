@@ -1,0 +1,92 @@
+"""Runs a hill's function-shape evaluator inside the hill's own environment.
+
+This file is executed as a script by the hill environment's interpreter, so
+it uses the standard library only and never imports the hills package.
+
+    python shim.py bind REQUEST_JSON     print how eval() binds, as JSON
+    python shim.py eval REQUEST_JSON     call eval() and write its result
+                                         as JSON to the inherited fd named
+                                         in the request (never a file)
+"""
+
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+
+
+def _load(hill_dir, entry):
+    sys.path.insert(0, hill_dir)
+    spec = importlib.util.spec_from_file_location("hill_evaluator", os.path.join(hill_dir, entry))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hill_evaluator"] = module
+    spec.loader.exec_module(module)
+    function = getattr(module, "eval", None)
+    if not callable(function):
+        raise LookupError(f"{entry} defines no function named 'eval'")
+    return function
+
+
+def _bind(function, params):
+    """Check eval(submission, *, final=False, **params) accepts these params."""
+    signature = inspect.signature(function)
+    names = list(signature.parameters)
+    kinds = {p.kind for p in signature.parameters.values()}
+    if not names or signature.parameters[names[0]].kind not in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        raise TypeError("eval() must take the submission folder as its first positional argument")
+    signature.bind("submission", final=False, **params)
+    shown = ["submission"] + [n for n in names[1:] if signature.parameters[n].kind not in (
+        inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)]
+    if inspect.Parameter.VAR_KEYWORD in kinds:
+        shown.append("**params")
+    return "eval(" + ", ".join(shown) + ")"
+
+
+def _jsonable(value):
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    raise TypeError(f"eval() returned a {type(value).__name__}, which is not JSON")
+
+
+def main(argv):
+    mode, request = argv[1], json.loads(argv[2])
+    hill_dir, entry, params = request["hill_dir"], request["entry"], request.get("params", {})
+    if mode == "bind":
+        try:
+            function = _load(hill_dir, entry)
+            shown = _bind(function, params)
+        except BaseException as exc:
+            print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                              "traceback": traceback.format_exc(limit=-3)}))
+            return 0
+        print(json.dumps({"ok": True, "signature": shown}))
+        return 0
+    result_fd = request["result_fd"]
+    os.set_inheritable(result_fd, False)
+    with os.fdopen(result_fd, "w", encoding="utf-8") as result:
+        try:
+            function = _load(hill_dir, entry)
+            _bind(function, params)
+            from pathlib import Path
+
+            value = function(Path(request["submission"]), final=request.get("final", False), **params)
+            text = json.dumps({"ok": True, "value": value}, default=_jsonable)
+        except BaseException as exc:
+            traceback.print_exc()
+            text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            result.write(text)
+            return 1
+        result.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,153 @@
+"""Machine state outside every project: home folder, key, registry, locks."""
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import tempfile
+
+from .errors import EnvironmentProblem, UsageError
+
+
+def home():
+    """The machine state folder (`HILLS_HOME`, else ~/.autolab/hills)."""
+    configured = os.environ.get("HILLS_HOME")
+    if configured:
+        return os.path.abspath(os.path.expanduser(configured))
+    return os.path.join(os.path.expanduser("~"), ".autolab", "hills")
+
+
+def ensure_home():
+    """Create the machine state folder and key if missing; True when created."""
+    root = home()
+    created = not os.path.isdir(root)
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    key_path()
+    _ensure_key()
+    return created
+
+
+def key_path():
+    return os.path.join(home(), "key")
+
+
+def _ensure_key():
+    path = key_path()
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    # Write to a private temp file and hard-link it into place: two processes
+    # racing here both end up with the same key, never a half-written one.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".key-")
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, secrets.token_hex(32).encode("ascii"))
+        os.fsync(fd)
+        os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+
+
+def load_key():
+    """The machine key as bytes; created on first use."""
+    path = key_path()
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read().strip()
+    except FileNotFoundError:
+        ensure_home()
+        with open(path, "rb") as handle:
+            data = handle.read().strip()
+    if len(data) < 32:
+        raise EnvironmentProblem(f"machine key '{path}' is truncated or empty",
+                                 hint="restore it from a backup; a new key invalidates every report signed so far")
+    return data
+
+
+def atomic_write(path, data, mode=0o644):
+    """Write bytes or text to `path` through a temp file and rename."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def file_lock(path, blocking=True):
+    """An exclusive flock on `path` (created if needed); yields True if held."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        flags = fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.flock(fd, flags)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def registry_path():
+    return os.path.join(home(), "registry.json")
+
+
+def load_registry():
+    path = registry_path()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            registry = json.load(handle)
+    except FileNotFoundError:
+        return {"version": 1, "hills": {}}
+    except ValueError as exc:
+        raise EnvironmentProblem(f"registry '{path}' is not valid JSON: {exc}")
+    registry.setdefault("hills", {})
+    return registry
+
+
+def update_registry(change):
+    """Apply `change(registry)` under the registry lock and write it atomically."""
+    ensure_home()
+    with file_lock(os.path.join(home(), "locks", "registry.lock")):
+        registry = load_registry()
+        change(registry)
+        atomic_write(registry_path(), json.dumps(registry, indent=2, sort_keys=True) + "\n", 0o600)
+    return registry
+
+
+def state_dir(name, tree_hash):
+    """Per hill-version state: attempts log and caches."""
+    return os.path.join(home(), "state", f"{name}@{tree_hash or 'current'}")
+
+
+def runs_dir(name):
+    return os.path.join(home(), "runs", name)
+
+
+def envs_dir(name):
+    return os.path.join(home(), "envs", name)
+
+
+def check_writable_home():
+    root = home()
+    if os.path.exists(root) and not os.access(root, os.W_OK):
+        raise UsageError(f"machine state folder '{root}' is not writable",
+                         hint="set HILLS_HOME to a folder you own")

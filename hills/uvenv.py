@@ -1,0 +1,124 @@
+"""Per-hill uv environments: locking, building once per version, reusing."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from . import state
+from .errors import CommandFailed, EnvironmentProblem
+
+MARKER = ".hills-env.json"
+
+
+def uv_binary():
+    """The uv executable: the one installed with hills, else the one on PATH."""
+    override = os.environ.get("HILLS_UV")
+    if override:
+        if not os.path.isfile(override) or not os.access(override, os.X_OK):
+            raise EnvironmentProblem(f"uv not found at '{override}' (from HILLS_UV)")
+        return override
+    try:
+        import uv
+
+        path = uv.find_uv_bin()
+        if path and os.path.isfile(path):
+            return path
+    except (ImportError, FileNotFoundError):
+        pass
+    path = shutil.which("uv")
+    if not path:
+        raise EnvironmentProblem("uv is not installed or not on PATH",
+                                 hint="reinstall hills (it depends on uv), or set HILLS_UV to a uv executable")
+    return path
+
+
+def _uv_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"))}
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    env["UV_NO_PROGRESS"] = "1"
+    return env
+
+
+def _run(argv, cwd, extra_env=None):
+    env = _uv_env()
+    if extra_env:
+        env.update(extra_env)
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"could not run '{argv[0]}'")
+    return done
+
+
+def interpreter():
+    """The Python a hill environment is built on: this one, unless HILLS_PYTHON_BASE says."""
+    return os.environ.get("HILLS_PYTHON_BASE") or sys.executable
+
+
+def lock(hill_dir):
+    """Write or refresh the hill's uv.lock."""
+    argv = [uv_binary(), "lock", "--quiet", "--python", interpreter()]
+    done = _run(argv, hill_dir)
+    if done.returncode != 0:
+        raise CommandFailed(argv, done.returncode, done.stderr,
+                            hint="check the dependencies in the hill's pyproject.toml")
+
+
+def lock_is_current(hill_dir):
+    """(True, "") when uv.lock matches pyproject.toml, else (False, why)."""
+    if not os.path.isfile(os.path.join(hill_dir, "uv.lock")):
+        return False, "uv.lock is missing (run 'uv lock' in the hill, or commit to regenerate it)"
+    argv = [uv_binary(), "lock", "--check", "--quiet", "--python", interpreter()]
+    done = _run(argv, hill_dir)
+    if done.returncode == 0:
+        return True, ""
+    reason = (done.stderr.strip().splitlines() or ["uv.lock does not match pyproject.toml"])[-1]
+    return False, reason
+
+
+def env_digest(hill_dir):
+    """Identity of an environment: its pyproject.toml, uv.lock and base interpreter."""
+    digest = hashlib.sha256()
+    for name in ("pyproject.toml", "uv.lock"):
+        try:
+            with open(os.path.join(hill_dir, name), "rb") as handle:
+                digest.update(name.encode() + b"\0" + handle.read() + b"\0")
+        except FileNotFoundError:
+            digest.update(name.encode() + b"\0missing\0")
+    digest.update(interpreter().encode())
+    return digest.hexdigest()[:32]
+
+
+def env_path(name, key):
+    return os.path.join(state.envs_dir(name), key)
+
+
+def python_of(env_dir):
+    return os.path.join(env_dir, "bin", "python")
+
+
+def ensure(name, key, source_dir):
+    """The interpreter of the environment `key` of hill `name`, built from
+    `source_dir` (pyproject.toml + uv.lock) on first use, then reused as is."""
+    env_dir = env_path(name, key)
+    marker = os.path.join(env_dir, MARKER)
+    if os.path.isfile(marker) and os.path.exists(python_of(env_dir)):
+        return python_of(env_dir)
+    state.ensure_home()
+    with state.file_lock(env_dir + ".lock"):
+        if os.path.isfile(marker) and os.path.exists(python_of(env_dir)):
+            return python_of(env_dir)
+        shutil.rmtree(env_dir, ignore_errors=True)
+        argv = [uv_binary(), "sync", "--frozen", "--quiet", "--no-install-project",
+                "--python", interpreter()]
+        done = _run(argv, source_dir, {"UV_PROJECT_ENVIRONMENT": env_dir})
+        if done.returncode != 0:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            raise CommandFailed(argv, done.returncode, done.stderr,
+                                hint="check the hill's pyproject.toml and uv.lock ('hills check' runs the same build)")
+        state.atomic_write(marker, json.dumps({"key": key, "built_from": source_dir}) + "\n")
+    return python_of(env_dir)
