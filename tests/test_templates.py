@@ -1,0 +1,179 @@
+"""The shipped hill templates and the stdlib test runner `hills check` uses on them."""
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hills
+from hills import manifest
+
+PACKAGE_DIR = Path(hills.__file__).resolve().parent
+TEMPLATES_DIR = PACKAGE_DIR / "templates"
+RUNNER = PACKAGE_DIR / "testrunner.py"
+TEMPLATES = ["circle-packing", "default"]
+SUBSTITUTED = ("hill.yaml", "README.md", "pyproject.toml")
+SUMMARY_RE = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) errors)? in \d+\.\d\ds$")
+
+
+def make_hill(tmp_path, template, name=None):
+    """Copy a template the way `hills new NAME -t TEMPLATE` lays it out."""
+    name = name or template
+    hill_dir = tmp_path / name
+    shutil.copytree(TEMPLATES_DIR / template, hill_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    for filename in SUBSTITUTED:
+        path = hill_dir / filename
+        path.write_text(path.read_text(encoding="utf-8").replace("{{name}}", name), encoding="utf-8")
+    return hill_dir
+
+
+def run_runner(hill_dir, *args, python_flags=()):
+    return subprocess.run([sys.executable, *python_flags, str(RUNNER), *args, str(hill_dir)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def summary(result):
+    lines = result.stdout.strip().splitlines()
+    assert lines, result.stderr
+    match = SUMMARY_RE.match(lines[-1])
+    assert match, lines[-1]
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_template_tests_pass(tmp_path, template):
+    hill_dir = make_hill(tmp_path, template)
+    result = run_runner(hill_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    passed, failed, errors = summary(result)
+    assert passed >= 3 and failed == 0 and errors == 0
+    assert "FAILED" not in result.stdout
+    # Checking a hill must not leave it dirty.
+    assert not list(hill_dir.rglob("__pycache__"))
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_template_manifest_is_valid(tmp_path, template):
+    hill_dir = make_hill(tmp_path, template, name="my-hill")
+    parsed = manifest.load(str(hill_dir))
+    assert parsed["name"] == "my-hill"
+    assert parsed["evaluator"] == {"shape": "function", "entry": "eval.py"}
+    assert "{{name}}" not in "".join((hill_dir / f).read_text() for f in SUBSTITUTED)
+    assert "# must match the hill's folder name" in (hill_dir / "hill.yaml").read_text()
+
+
+def test_circle_packing_params():
+    text = (TEMPLATES_DIR / "circle-packing" / "hill.yaml").read_text().replace("{{name}}", "circle-packing")
+    params = manifest.parse_text(text, "hill.yaml", "circle-packing")["params"]
+    assert params["n"] == {"type": "int", "default": 26, "primary": True, "low": 1, "high": 100,
+                           "description": params["n"]["description"]}
+    assert params["tolerance"]["default"] == 1e-9 and params["tolerance"]["primary"] is False
+
+
+@pytest.mark.parametrize("template, example", [("circle-packing", "grid"), ("default", "basic")])
+def test_template_example_scores(tmp_path, template, example):
+    hill_dir = make_hill(tmp_path, template)
+    script = ("import json, sys; from eval import eval as evaluate; "
+              f"print(json.dumps(evaluate(sys.argv[1])))")
+    result = subprocess.run([sys.executable, "-B", "-c", script, str(hill_dir / "examples" / example)],
+                            cwd=hill_dir, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["passed"] is True
+    assert report["metrics"][0]["direction"] == "max"
+    if template == "circle-packing":
+        assert abs(report["metrics"][0]["value"] - 2.5414213562) < 1e-9
+        assert len(report["instances"]) == 26
+
+
+def test_broken_evaluator_fails(tmp_path):
+    hill_dir = make_hill(tmp_path, "circle-packing")
+    eval_py = hill_dir / "eval.py"
+    source = eval_py.read_text()
+    assert "if overlap > tolerance:" in source
+    eval_py.write_text(source.replace("if overlap > tolerance:", "if False:"))
+    result = run_runner(hill_dir)
+    assert result.returncode == 1
+    assert "FAILED tests/test_eval.py::test_overlap_is_rejected - AssertionError" in result.stdout
+    passed, failed, errors = summary(result)
+    assert failed == 1 and errors == 0 and passed >= 1
+
+
+def test_empty_tests_folder_collects_nothing(tmp_path):
+    hill_dir = make_hill(tmp_path, "default")
+    shutil.rmtree(hill_dir / "tests")
+    (hill_dir / "tests").mkdir()
+    result = run_runner(hill_dir)
+    assert result.returncode == 5
+    assert summary(result) == (0, 0, 0)
+    assert run_runner(hill_dir, "--list").returncode == 5
+
+
+def write_tests(hill_dir, source):
+    (hill_dir / "tests").mkdir(parents=True, exist_ok=True)
+    (hill_dir / "tests" / "test_x.py").write_text(source)
+
+
+def test_import_error_is_an_error_with_its_traceback(tmp_path):
+    write_tests(tmp_path, "import no_such_module_anywhere\n")
+    (tmp_path / "tests" / "test_y.py").write_text("def test_fine():\n    pass\n")
+    result = run_runner(tmp_path)
+    assert result.returncode == 1
+    assert "ERROR tests/test_x.py - ModuleNotFoundError: No module named 'no_such_module_anywhere'" in result.stdout
+    assert "import no_such_module_anywhere" in result.stdout
+    assert summary(result) == (1, 0, 1)
+    assert result.stdout.strip().splitlines()[-1].startswith("1 passed, 0 failed, 1 errors in ")
+
+
+def test_fixtures_order_and_failure_lines(tmp_path):
+    write_tests(tmp_path, (
+        "import os\n"
+        "def test_b(tmp_path):\n"
+        "    assert tmp_path.is_dir() and not any(tmp_path.iterdir())\n"
+        "    os.chdir(tmp_path)\n"
+        "def test_a():\n"
+        "    assert os.path.isdir('tests'), 'cwd is the hill root again'\n"
+        "    value = 1\n"
+        "    assert value == 2\n"
+        "def test_c(monkeypatch):\n"
+        "    pass\n"
+        "def helper_test_d():\n"
+        "    raise RuntimeError\n"))
+    listed = run_runner(tmp_path, "--list")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == [
+        "tests/test_x.py::test_b", "tests/test_x.py::test_a", "tests/test_x.py::test_c"]
+    result = run_runner(tmp_path)
+    assert result.returncode == 1
+    assert "FAILED tests/test_x.py::test_a - AssertionError: assert value == 2" in result.stdout
+    assert "line 8, in test_a" in result.stdout
+    assert "ERROR tests/test_x.py::test_c - fixture 'monkeypatch' not found" in result.stdout
+    assert summary(result) == (1, 1, 1)
+
+
+def test_all_passing_and_missing_hill(tmp_path):
+    write_tests(tmp_path, "def test_one():\n    assert True\n")
+    result = run_runner(tmp_path)
+    assert result.returncode == 0
+    assert summary(result) == (1, 0, 0)
+    missing = run_runner(tmp_path / "nope")
+    assert missing.returncode == 2
+    assert "error: hill folder" in missing.stderr
+
+
+def test_runner_needs_only_the_standard_library(tmp_path):
+    tree = ast.parse(RUNNER.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and not (node.module or "").startswith("hills"), ast.dump(node)
+        elif isinstance(node, ast.Import):
+            assert not any(alias.name.split(".")[0] == "hills" for alias in node.names)
+    # -S: no site-packages at all, so neither hills nor pytest can be imported.
+    hill_dir = make_hill(tmp_path, "circle-packing")
+    result = run_runner(hill_dir, python_flags=("-S",))
+    assert result.returncode == 0, result.stdout + result.stderr
