@@ -1,5 +1,5 @@
 """`python -m hills`: the same entry point as the `hills` executable."""
 
-from .cli import main
+from .entry import main
 
 main()

@@ -287,6 +287,242 @@ def home_command():
     emit(state.home())
 
 
+
+@main_group.command("eval", context_settings=CONTEXT)
+@click.argument("submission", metavar="DIR", type=click.Path(file_okay=False, path_type=str))
+@click.option("-H", "--hill", "hill_name", metavar="NAME", required=True, help="The hill to score against.")
+@click.option("-p", "--param", "params", metavar="NAME=VALUE", multiple=True,
+              help="Set a param declared in hill.yaml (repeatable); typed and bounded.")
+@click.option("--final", is_flag=True, help="Holdout mode: counted per hill version, against the final budget.")
+@click.option("--force", is_flag=True, help="Score HEAD even though the hill has uncommitted changes.")
+@click.option("--current", is_flag=True, help="Score the working tree, unofficially (tree_hash null).")
+@click.option("--queue", is_flag=True, help="Wait for the hill's exclusive resource instead of failing.")
+@click.option("-v", "--verbose", is_flag=True, help="Stream the evaluator's output to stderr.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
+              help="Also write the report to FILE.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one line of JSON and no summary.")
+def eval_command(submission, hill_name, params, final, force, current, queue, verbose, output, as_json):
+    """Score the submission folder DIR against a hill's committed evaluator.
+
+    Pins the hill's HEAD (a dirty hill is an error), verifies private data
+    against the locks, snapshots and hashes DIR, runs the evaluator in its
+    own process group under the watchdog, and prints the signed report as
+    JSON on stdout with a short summary on stderr. Every outcome, crash or
+    refusal included, is appended to the hill version's attempts log.
+    Exits 0 when the submission passed, 1 when it did not.
+    """
+    from . import evaluate, hill
+
+    target = hill.resolve(hill_name)
+    request = evaluate.Request(target, submission, params, final=final, force=force, current=current,
+                               queue=queue, verbose=verbose)
+    if output:
+        _check_output_path(output)
+    report = evaluate.evaluate(request, say=say)
+    text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
+    if output:
+        state.atomic_write(output, text + "\n")
+    emit(text)
+    if not as_json:
+        _eval_summary(report, submission)
+    if report["status"] != "passing":
+        raise SystemExit(errors.EXIT_NO)
+
+
+def _check_output_path(output):
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise errors.UsageError(f"cannot write the report to '{output}': folder '{folder}' does not exist")
+
+
+def _eval_summary(report, submission):
+    from .report import summary_line
+
+    tree = (report["tree_hash"] or "working tree")[:12]
+    say(f"{report['hill']} @ {tree}" + ("" if report["official"] else "  (unofficial)"))
+    say(f"  submission   {submission}")
+    if report.get("submission_hash"):
+        say(f"  hash         {report['submission_hash'][:27]}…")
+    if report["params"]:
+        say("  params       " + "  ".join(f"{k}={v}" for k, v in report["params"].items()))
+    say(f"  {summary_line(report)}")
+    if report.get("config"):
+        say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
+                                         for c in report["config"]) + "   (* = primary)")
+    if report.get("reason"):
+        say(f"  reason       {report['reason']}")
+    if report.get("forced"):
+        say("  note         the hill had uncommitted changes; its last commit was scored (--force)")
+    if report["official_reason"]:
+        say(f"  unofficial   {report['official_reason']}")
+
+
+@main_group.command("verify", context_settings=CONTEXT)
+@click.argument("reports", metavar="REPORT...", nargs=-1, required=True)
+def verify_command(reports):
+    """Check the signature of each REPORT file ('-' reads stdin).
+
+    Prints 'signature valid' with the verdict for each, or 'signature
+    INVALID' when a report was edited or signed with another machine's key.
+    Exits 1 if any report is INVALID.
+    """
+    from . import verify
+
+    code = verify.render(verify.check(reports))
+    if code:
+        raise SystemExit(code)
+
+
+@main_group.command("sign", context_settings=CONTEXT)
+@click.option("--verify", "verify_paths", metavar="REPORT", multiple=True,
+              help="Check REPORT's signature instead (same as 'hills verify').")
+def sign_command(verify_paths):
+    """Sign a JSON object from stdin as an unofficial, self-reported report.
+
+    The output always carries official: false and trust: "self-reported":
+    signing is not a way around the evaluator. With --verify, checks reports
+    exactly like 'hills verify'.
+    """
+    from . import signing, verify
+
+    if verify_paths:
+        code = verify.render(verify.check(verify_paths))
+        if code:
+            raise SystemExit(code)
+        return
+    if sys.stdin.isatty():
+        raise errors.UsageError("hills-sign reads a JSON object on stdin", hint="echo '{\"score\": 1}' | hills-sign")
+    payload = signing.parse_report(sys.stdin.read(), "<stdin>")
+    emit(json.dumps(signing.self_reported(payload, state.load_key()), indent=2, ensure_ascii=False))
+
+
+@main_group.group("chain", context_settings=CONTEXT, cls=HillsGroup)
+def chain_group():
+    """Append to, verify or show any HMAC-chained log file."""
+
+
+@chain_group.command("append", context_settings=CONTEXT)
+@click.argument("log_file", metavar="FILE")
+def chain_append(log_file):
+    """Append the JSON object on stdin to FILE as a new chained line."""
+    from . import chain, signing
+
+    record = signing.parse_report(sys.stdin.read(), "<stdin>")
+    entry = chain.append(log_file, record, state.load_key())
+    emit(json.dumps({"seq": entry["seq"], "mac": entry["mac"]}))
+
+
+@chain_group.command("verify", context_settings=CONTEXT)
+@click.argument("log_file", metavar="FILE")
+@click.option("--head", "head_json", metavar="JSON", help="A {seq, mac} head kept elsewhere to check against.")
+def chain_verify(log_file, head_json):
+    """Verify every line of FILE; print where the chain breaks. Exits 1 if broken."""
+    from . import chain
+
+    head = None
+    if head_json:
+        try:
+            head = json.loads(head_json)
+        except ValueError as exc:
+            raise errors.UsageError(f"--head: not valid JSON: {exc}")
+    result = chain.verify(log_file, state.load_key(), head=head)
+    _render_chain(log_file, result)
+    if not result.ok:
+        raise SystemExit(errors.EXIT_NO)
+
+
+def _render_chain(log_file, result):
+    if result.ok:
+        emit(f"chain intact: {result.count} entr{'y' if result.count == 1 else 'ies'} in {log_file}")
+        return
+    emit(f"chain BROKEN at line {result.break_line} of {log_file}")
+    for problem in result.problems:
+        emit(f"  {problem}")
+
+
+@chain_group.command("show", context_settings=CONTEXT)
+@click.argument("log_file", metavar="FILE")
+@json_option
+def chain_show(log_file, as_json):
+    """Print the entries of FILE, one per line (or as a JSON list)."""
+    from . import chain
+
+    entries = chain.read(log_file, state.load_key())
+    if as_json:
+        emit_json(entries)
+        return
+    for entry in entries:
+        emit(json.dumps(entry, sort_keys=True, ensure_ascii=False))
+
+
+@main_group.command("attempts", context_settings=CONTEXT)
+@hill_argument
+@click.option("--current", is_flag=True, help="Show the unofficial working-tree attempts instead.")
+@click.option("--tree", "tree_hash", metavar="TREE", help="Show the attempts of another version of the hill.")
+@json_option
+def attempts_command(name, current, tree_hash, as_json):
+    """Show a hill version's attempts, the best per comparable group, and
+    whether the log's chain is intact (exactly where it breaks if not).
+
+    Exits 1 when the chain is broken.
+    """
+    from . import attempts, hill
+
+    target = hill.resolve(name)
+    result = attempts.collect(target, current=current, tree_hash=tree_hash)
+    if as_json:
+        emit_json(result)
+    else:
+        attempts.render(result, emit)
+    if not result["chain"]["ok"]:
+        raise SystemExit(errors.EXIT_NO)
+
+
+@main_group.command("rank", context_settings=CONTEXT)
+@click.argument("reports", metavar="[REPORT...]", nargs=-1)
+@click.option("-H", "--hill", "hill_name", metavar="NAME", help="Rank the reports logged for this hill's HEAD.")
+@json_option
+def rank_command(reports, hill_name, as_json):
+    """Rank report files (or a hill's logged reports) within comparable groups.
+
+    Verifies each report, groups by hill tree hash and primary config, and
+    sorts lexicographically by the metrics, each in its own direction.
+    INVALID, unofficial and non-passing reports are listed apart, never ranked.
+    """
+    from . import attempts, rank, signing
+
+    items = []
+    for path in reports:
+        items.append((path, signing.load_report(path)))
+    if hill_name:
+        from . import hill
+
+        target = hill.resolve(hill_name)
+        items.extend(attempts.logged_reports(target))
+    if not items:
+        raise errors.UsageError("no reports to rank", hint="pass report files, or -H NAME for a hill's logged reports")
+    result = rank.rank(items, state.load_key())
+    if as_json:
+        emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
+                                                    "report": e["report"]} for e in g["entries"]]}
+                              for g in result["groups"]],
+                   "apart": result["apart"]})
+        return
+    from .report import summary_line
+
+    for group in result["groups"]:
+        primary = "  ".join(f"{p['name']}={p['value']}" for p in group["primary"]) or "no primary config"
+        emit(f"{group['hill']} @ {(group['tree_hash'] or '')[:12]}  [{primary}]")
+        for entry in group["entries"]:
+            report = entry["report"]
+            emit(f"  {entry['position']:>3}. {summary_line(report)}  {(report.get('submission_hash') or '')[:19]}  "
+                 f"{entry['source']}")
+    if result["apart"]:
+        emit("not ranked:")
+        for entry in result["apart"]:
+            emit(f"  {entry['source']}: {entry['reason']}")
+
+
 COMMANDS = main_group.commands
 
 

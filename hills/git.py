@@ -24,6 +24,10 @@ def clean_env(extra=None, keep_identity=True):
                     "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
             if key in os.environ:
                 env[key] = os.environ[key]
+    # The fallback identity: without it commit-tree fails on a machine with no
+    # user.name/user.email configured, and a commit would depend on that config.
+    for key, value in _IDENTITY.items():
+        env.setdefault(key, value)
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
     env["GIT_PAGER"] = "cat"
     env["GIT_CONFIG_NOSYSTEM"] = env.get("GIT_CONFIG_NOSYSTEM", "1")
@@ -104,3 +108,19 @@ class Repo:
             mode, _kind, object_id = meta.split(" ")
             entries[path] = (mode, object_id)
         return entries
+
+
+def lineage(folder):
+    """`{"ref": "branch@sha", "dirty": bool}` when `folder` is a git checkout's
+    top level or inside one, else None. Never raises: lineage is metadata."""
+    env = clean_env()
+    try:
+        git = sh.Command("git")
+        top = git("-C", folder, "rev-parse", "--show-toplevel", _env=env, _tty_out=False).strip()
+        sha = git("-C", folder, "rev-parse", "--verify", "-q", "HEAD", _env=env, _tty_out=False).strip()
+        branch = git("-C", folder, "rev-parse", "--abbrev-ref", "HEAD", _env=env, _tty_out=False).strip()
+        dirty = bool(git("-C", folder, "--no-optional-locks", "status", "--porcelain", "--", ".",
+                         _env=env, _tty_out=False).strip())
+    except (sh.ErrorReturnCode, sh.CommandNotFound):
+        return None
+    return {"ref": f"{branch}@{sha}", "dirty": dirty, "root": top}

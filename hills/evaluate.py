@@ -1,0 +1,325 @@
+"""`hills eval`: pin the hill, verify its locks, snapshot the submission, run
+the evaluator under the watchdog, and sign, log and note the outcome."""
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+
+from . import chain, locks, manifest, report as report_module, runner, signing, snapshot, state, uvenv
+from .errors import EnvironmentProblem, HillsError, Refused, UsageError
+from .git import lineage
+
+NOTES_REF = "refs/notes/hills/reports"
+KEEP_RUNS = 20
+SHIM = os.path.join(os.path.dirname(__file__), "shim.py")
+# What the evaluator's environment may inherit from the caller; nothing else
+# (no tokens, no cloud credentials) reaches it.
+ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME",
+             "SYSTEMROOT", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES",
+             "NVIDIA_VISIBLE_DEVICES")
+
+
+class Request:
+    def __init__(self, hill, submission, params=(), final=False, force=False, current=False,
+                 queue=False, verbose=False):
+        self.hill = hill
+        self.submission = submission
+        self.param_texts = list(params)
+        self.final = final
+        self.force = force
+        self.current = current
+        self.queue = queue
+        self.verbose = verbose
+
+
+def pinned_manifest(hill, tree_hash):
+    """The manifest at a committed tree, parsed once and cached as JSON."""
+    cache = os.path.join(state.state_dir(hill.name, tree_hash), "manifest.json")
+    try:
+        with open(cache, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (FileNotFoundError, ValueError):
+        pass
+    text = hill.repo.show_blob(tree_hash, "hill.yaml")
+    if text is None:
+        raise Refused(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}")
+    spec = manifest.parse_text(text, f"hill.yaml at {tree_hash[:12]}", hill.name)
+    state.atomic_write(cache, json.dumps(spec))
+    return spec
+
+
+def resolve_params(spec, texts):
+    params = {name: param["default"] for name, param in spec["params"].items()}
+    for text in texts:
+        if "=" not in text:
+            raise UsageError(f"-p '{text}': expected NAME=VALUE")
+        name, value = text.split("=", 1)
+        name = name.strip()
+        if name not in spec["params"]:
+            allowed = ", ".join(sorted(spec["params"])) or "none"
+            raise UsageError(f"unknown param '{name}' for hill '{spec['name']}'", hint=f"allowed params: {allowed}")
+        params[name] = manifest.parse_cli_value(name, spec["params"][name], value)
+    return params
+
+
+def is_dirty(hill):
+    out = hill.repo.run("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
+                        "--no-renames")
+    return [record[3:] for record in out.split("\0") if record]
+
+
+def _run_id():
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def materialize(hill, rev, run_hill_dir):
+    """Write the files of `rev` into `run_hill_dir` (git archive, extracted)."""
+    import io
+    import tarfile
+
+    data = hill.repo.run("archive", "--format=tar", rev, binary=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        archive.extractall(run_hill_dir, filter="data")
+
+
+def _link_locked(hill, run_hill_dir, entries):
+    for rel in entries:
+        target = os.path.join(run_hill_dir, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(os.path.join(hill.path, rel), target)
+
+
+def evaluator_env(python, extra):
+    env = {key: os.environ[key] for key in ENV_ALLOW if key in os.environ}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["HILLS_PYTHON"] = python
+    env.update(extra)
+    return env
+
+
+def prune_runs(name, keep=KEEP_RUNS):
+    """Remove the oldest run folders beyond `keep`; never one still in use."""
+    root = state.runs_dir(name)
+    try:
+        runs = sorted(e for e in os.listdir(root) if not e.startswith("."))
+    except FileNotFoundError:
+        return
+    for entry in runs[:-keep] if len(runs) > keep else []:
+        folder = os.path.join(root, entry)
+        with state.file_lock(os.path.join(folder, ".in-use"), blocking=False) as free:
+            if free:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def attempts_path(name, tree_hash):
+    return os.path.join(state.state_dir(name, tree_hash), "attempts.jsonl")
+
+
+def final_count(name, tree_hash, key):
+    path = attempts_path(name, tree_hash)
+    if not os.path.exists(path):
+        return 0
+    reports = (entry.get("report", {}) for entry in chain.read(path))
+    return sum(1 for report in reports if report.get("final") and report.get("official")
+               and report.get("status") != "refused")
+
+
+class _Resource:
+    """An exclusive machine resource (hill.yaml `exclusive:`), held for the eval."""
+
+    def __init__(self, name, queue, say):
+        self.name, self.queue, self.say = name, queue, say
+        self._ctx = None
+
+    def __enter__(self):
+        if not self.name:
+            return self
+        path = os.path.join(state.home(), "locks", f"resource-{self.name}.lock")
+        self._ctx = state.file_lock(path, blocking=False)
+        if self._ctx.__enter__():
+            return self
+        self._ctx.__exit__(None, None, None)
+        if not self.queue:
+            raise EnvironmentProblem(f"resource '{self.name}' is busy: another eval is using it",
+                                     hint="pass --queue to wait for your turn")
+        self.say(f"hills: resource '{self.name}' is busy; waiting for the eval ahead to finish (--queue)")
+        self._ctx = state.file_lock(path, blocking=True)
+        self._ctx.__enter__()
+        self.say(f"hills: resource '{self.name}' acquired")
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose):
+    """Run a function-shape evaluator through the shim; (core or None, status, reason, outcome)."""
+    request = {"hill_dir": run_hill_dir, "entry": spec["evaluator"]["entry"], "submission": submission_dir,
+               "final": final, "params": params}
+    env = evaluator_env(python, {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": "holdout" if final else "validation"})
+    # The fd number is only known once the pipe exists; the shim reads it from env.
+    argv = [python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)]
+    outcome = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
+                         stdout_path=os.path.join(run_dir, "stdout.log"),
+                         stderr_path=os.path.join(run_dir, "stderr.log"), verbose=verbose, result_pipe=True)
+    if outcome.interrupted:
+        return None, "interrupted", "interrupted by the user (Ctrl-C)", outcome
+    if outcome.timed_out:
+        return None, "buggy", f"timed out after {spec['timeout']}s (watchdog); the evaluator's processes were killed", outcome
+    if outcome.result_overflow:
+        return None, "buggy", f"the result was larger than {runner.RESULT_CAP} bytes", outcome
+    raw = outcome.result_bytes or b""
+    if not raw:
+        return None, "buggy", f"the evaluator produced no result ({outcome.describe_exit()}); see stderr.log in {run_dir}", outcome
+    try:
+        message = json.loads(raw)
+    except ValueError as exc:
+        return None, "buggy", f"the evaluator's result is not valid JSON: {exc}", outcome
+    if not message.get("ok"):
+        return None, "buggy", f"eval() raised {message.get('error', 'an error')}", outcome
+    try:
+        core = report_module.normalize_core(message.get("value"))
+    except report_module.Malformed as exc:
+        return None, "buggy", f"malformed result: {exc}", outcome
+    status = "passing" if core["passed"] else "failing"
+    return core, status, None if core["passed"] else core["details"].get("reason"), outcome
+
+
+# The shim is run through a tiny bootstrap so the result fd arrives by env
+# rather than on the command line an evaluator could read back and reuse.
+_SHIM_BOOT = ("import json,os,runpy,sys;"
+              "r=json.loads(sys.argv[2]);r['result_fd']=int(os.environ.pop('HILLS_RESULT_FD'));"
+              "sys.argv=[sys.argv[1],'eval',json.dumps(r)];runpy.run_path(sys.argv[0],run_name='__main__')")
+
+
+def evaluate(req, say=lambda message: None):
+    """Run one evaluation; return the signed report (every outcome is logged)."""
+    hill = req.hill
+    head = hill.repo.head()
+    if head is None:
+        raise Refused(f"hill '{hill.name}' has no commits yet",
+                      hint=f"freeze it first: hills commit {hill.name} -m MESSAGE")
+    tree_hash = hill.repo.tree_of(head)
+    official, official_reason, forced = True, None, False
+    if req.current and req.force:
+        raise UsageError("--current and --force cannot be combined")
+    changed = is_dirty(hill)
+    if req.current:
+        official, official_reason = False, "scored the working tree (--current), not a committed version"
+    elif changed:
+        if not req.force:
+            raise Refused(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
+                          + (", ..." if len(changed) > 3 else "") + ")",
+                          hint="commit them, pass --force to score the last commit anyway, "
+                               "or --current to try the working tree unofficially")
+        forced = True
+    if req.current:
+        spec = manifest.load(hill.path)
+    else:
+        spec = pinned_manifest(hill, tree_hash)
+    params = resolve_params(spec, req.param_texts)
+    key = state.load_key()
+    log_tree = None if req.current else tree_hash
+    if req.final and official and spec["final"]["budget"] is not None:
+        used = final_count(hill.name, tree_hash, key)
+        if used >= spec["final"]["budget"]:
+            raise Refused(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
+                          f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}")
+
+    run_id = _run_id()
+    run_dir = os.path.join(state.runs_dir(hill.name), run_id)
+    os.makedirs(run_dir)
+    envelope = {
+        "hill": hill.name, "tree_hash": None if req.current else tree_hash, "commit": None if req.current else head,
+        "submission_hash": None, "submission_git": None, "passed": False, "status": "buggy", "reason": None,
+        "config": [], "metrics": [], "details": {}, "params": params, "final": bool(req.final),
+        "official": official, "official_reason": official_reason, "forced": forced, "trust": "evaluator",
+        "tool": report_module.tool_identity(), "timestamp": report_module.timestamp(),
+        "report_version": report_module.REPORT_VERSION, "run_id": run_id,
+    }
+    with state.file_lock(os.path.join(run_dir, ".in-use")):
+        try:
+            _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say)
+        except Refused as exc:
+            envelope.update(status="refused", passed=False, reason=exc.message)
+            _finish(hill, head, log_tree, envelope, key)
+            raise
+        except KeyboardInterrupt:
+            envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
+            _finish(hill, head, log_tree, envelope, key)
+            raise
+        _finish(hill, head, log_tree, envelope, key)
+    prune_runs(hill.name)
+    return envelope
+
+
+def _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say):
+    cache = locks.StatCache(hill.path)
+    expected = {}
+    if not req.current:
+        for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+            text = hill.repo.show_blob(head, lock_name)
+            expected[lock_name] = locks.decode(text, f"{lock_name} at {head[:12]}") if text else {}
+            locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
+        cache.save()
+    run_hill_dir = os.path.join(run_dir, "hill")
+    if req.current:
+        shutil.copytree(hill.path, run_hill_dir, symlinks=True,
+                        ignore=shutil.ignore_patterns(".vc", "private", "__pycache__"))
+        if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):
+            os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
+    else:
+        os.makedirs(run_hill_dir)
+        materialize(hill, head, run_hill_dir)
+        if expected[locks.PRIVATE_LOCK]:
+            os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
+        _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
+    submission_dir = os.path.join(run_dir, "submission")
+    envelope["submission_git"] = lineage(req.submission) if os.path.isdir(req.submission) else None
+    envelope["submission_hash"] = snapshot.snapshot(req.submission, submission_dir)
+    env_key = tree_hash if not req.current else "work-" + uvenv.env_digest(hill.path)
+    python = uvenv.ensure(hill.name, env_key, run_hill_dir)
+    if spec["exclusive"]:
+        resource = _Resource(spec["exclusive"], req.queue, say)
+    else:
+        resource = _Resource(None, False, say)
+    with resource:
+        if spec["evaluator"]["shape"] != "function":
+            raise UsageError(f"hill '{hill.name}' uses a command evaluator, which this version cannot run yet")
+        core, status, reason, outcome = run_function(spec, python, run_dir, run_hill_dir, submission_dir,
+                                                     params, req.final, req.verbose)
+    envelope["duration_s"] = round(outcome.duration_s, 3)
+    if outcome.output_dropped:
+        envelope["output_dropped_bytes"] = outcome.output_dropped
+    if core:
+        envelope.update(core)
+    envelope.update(status=status, passed=status == "passing", reason=reason)
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    if not req.current:
+        try:
+            for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+                locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
+        finally:
+            cache.save()
+
+
+def _finish(hill, head, log_tree, envelope, key):
+    """Sign, append to the attempts log, and note official reports."""
+    envelope.pop("signature", None)
+    envelope["signature"] = signing.sign(envelope, key)
+    path = attempts_path(hill.name, log_tree)
+    entry = chain.append(path, {"report": envelope}, key)
+    run_dir = os.path.join(state.runs_dir(hill.name), envelope["run_id"])
+    if os.path.isdir(run_dir):
+        state.atomic_write(os.path.join(run_dir, "report.json"), json.dumps(envelope, indent=2) + "\n")
+    if envelope["official"] and head:
+        note = json.dumps({"report": envelope, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
+                          sort_keys=True, separators=(",", ":"))
+        with state.file_lock(os.path.join(hill.repo.git_dir, "hills-notes.lock")):
+            hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "-m", note, head)

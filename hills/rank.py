@@ -1,0 +1,63 @@
+"""Ranking reports: verify, group by hill tree and primary config, sort
+lexicographically by metrics in their own directions."""
+
+import json
+
+from . import signing
+
+
+def primary_tuple(report):
+    return tuple((c["name"], json.dumps(c.get("value"), sort_keys=True))
+                 for c in report.get("config", []) if c.get("primary"))
+
+
+def group_key(report):
+    return (report.get("hill"), report.get("tree_hash"), primary_tuple(report))
+
+
+def sort_key(report, order):
+    """Lexicographic by the group's metric order; max metrics negated; a
+    missing metric sorts last."""
+    values = {m["name"]: m for m in report.get("metrics", [])}
+    key = []
+    for name, direction in order:
+        metric = values.get(name)
+        if metric is None:
+            key.append((1, 0.0))
+        else:
+            key.append((0, -metric["value"] if direction == "max" else metric["value"]))
+    return key
+
+
+def rank(items, key):
+    """items: [(source, report)]. Returns {"groups": [...], "apart": [...]}.
+
+    Only reports with a valid signature, official and passing are ranked;
+    everything else is listed apart with the reason.
+    """
+    groups = {}
+    apart = []
+    for source, report in items:
+        ok, reason = signing.verify(report, key)
+        if not ok:
+            apart.append({"source": source, "report": report, "reason": reason})
+            continue
+        if not report.get("official", False):
+            apart.append({"source": source, "report": report,
+                          "reason": "unofficial: " + (report.get("official_reason") or report.get("trust") or "")})
+            continue
+        if report.get("status", "passing" if report.get("passed") else "failing") != "passing":
+            apart.append({"source": source, "report": report,
+                          "reason": f"status {report.get('status')}: " + (report.get("reason") or "not passed")})
+            continue
+        groups.setdefault(group_key(report), []).append((source, report))
+    ranked = []
+    for (hill, tree_hash, primary), members in groups.items():
+        order = [(m["name"], m["direction"]) for m in members[0][1].get("metrics", [])]
+        members.sort(key=lambda item: sort_key(item[1], order))
+        ranked.append({"hill": hill, "tree_hash": tree_hash,
+                       "primary": [{"name": n, "value": json.loads(v)} for n, v in primary],
+                       "metric_order": [{"name": n, "direction": d} for n, d in order],
+                       "entries": [{"position": i + 1, "source": s, "report": r} for i, (s, r) in enumerate(members)]})
+    ranked.sort(key=lambda g: (g["hill"] or "", g["tree_hash"] or "", json.dumps(g["primary"])))
+    return {"groups": ranked, "apart": apart}

@@ -1,0 +1,124 @@
+"""The report core: checking what an evaluator returned, and the envelope
+every evaluation gets, signed, whatever its outcome."""
+
+import hashlib
+import math
+import os
+import time
+
+from . import __version__
+
+REPORT_VERSION = 1
+STATUSES = ("passing", "failing", "buggy", "refused", "interrupted")
+
+
+class Malformed(Exception):
+    """The evaluator's result breaks the contract; the message says where."""
+
+
+def _finite(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Malformed(f"{where} must be a finite number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise Malformed(f"{where} must be a finite number, got {value}")
+    return value
+
+
+def normalize_core(value):
+    """Check a function evaluator's return value; return the report core."""
+    if not isinstance(value, dict):
+        raise Malformed(f"eval() must return a dict, got {type(value).__name__}")
+    allowed = {"passed", "metrics", "config", "details", "instances", "report"}
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise Malformed(f"unknown key '{unknown[0]}' in the result (allowed: {', '.join(sorted(allowed))})")
+    if not isinstance(value.get("passed"), bool):
+        raise Malformed(f"'passed' must be true or false, got {value.get('passed')!r}")
+    metrics = value.get("metrics")
+    if not isinstance(metrics, list):
+        raise Malformed("'metrics' must be a list of {name, value, direction}")
+    core_metrics = []
+    seen = set()
+    for index, metric in enumerate(metrics):
+        where = f"metrics[{index}]"
+        if not isinstance(metric, dict):
+            raise Malformed(f"{where} must be a mapping with name, value and direction")
+        name = metric.get("name")
+        if not isinstance(name, str) or not name:
+            raise Malformed(f"{where}.name must be a non-empty string")
+        if name in seen:
+            raise Malformed(f"{where}.name '{name}' appears twice")
+        seen.add(name)
+        if metric.get("direction") not in ("max", "min"):
+            raise Malformed(f"{where}.direction must be 'max' or 'min', got {metric.get('direction')!r}")
+        core_metrics.append({"name": name, "value": _finite(metric.get("value"), f"{where}.value"),
+                             "direction": metric["direction"]})
+    config = value.get("config", [])
+    if not isinstance(config, list):
+        raise Malformed("'config' must be a list of {name, value, primary}")
+    core_config = []
+    for index, entry in enumerate(config):
+        where = f"config[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise Malformed(f"{where} must be a mapping with a string name")
+        if not isinstance(entry.get("primary", False), bool):
+            raise Malformed(f"{where}.primary must be true or false")
+        item = entry.get("value")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise Malformed(f"{where}.value must be finite, got {item}")
+        core_config.append({"name": entry["name"], "value": item, "primary": entry.get("primary", False)})
+    details = value.get("details", {})
+    if not isinstance(details, dict):
+        raise Malformed("'details' must be a mapping")
+    _check_json_finite(details, "details")
+    core = {"passed": value["passed"], "metrics": core_metrics, "config": core_config, "details": details}
+    if "instances" in value and value["instances"] is not None:
+        instances = value["instances"]
+        if not isinstance(instances, dict):
+            raise Malformed("'instances' must be a mapping of name to number")
+        core["instances"] = {str(k): _finite(v, f"instances[{k!r}]") for k, v in instances.items()}
+    if "report" in value and value["report"] is not None:
+        if not isinstance(value["report"], dict):
+            raise Malformed("'report' must be a mapping")
+        _check_json_finite(value["report"], "report")
+        core["report"] = value["report"]
+    return core
+
+
+def _check_json_finite(value, where):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Malformed(f"{where} must be finite, got {value}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_json_finite(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json_finite(item, f"{where}[{index}]")
+
+
+_TOOL_HASH = None
+
+
+def tool_identity():
+    """{version, sha256} of the hills package that produced a report."""
+    global _TOOL_HASH
+    if _TOOL_HASH is None:
+        digest = hashlib.sha256()
+        package = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(package)):
+            if name.endswith(".py"):
+                with open(os.path.join(package, name), "rb") as handle:
+                    digest.update(name.encode() + b"\0" + handle.read())
+        _TOOL_HASH = digest.hexdigest()
+    return {"version": __version__, "sha256": _TOOL_HASH}
+
+
+def timestamp():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def summary_line(report):
+    metrics = "  ".join(f"{m['name']}={m['value']:.6g} ({m['direction']})" for m in report.get("metrics", []))
+    verdict = {"passing": "PASSED", "failing": "FAILED", "buggy": "BUGGY",
+               "refused": "REFUSED", "interrupted": "INTERRUPTED"}.get(report.get("status"), "?")
+    return f"{verdict:<8} {metrics}".rstrip()

@@ -1,0 +1,231 @@
+"""Running an evaluator process: its own session, a watchdog, bounded output
+files, and nothing it spawned left alive afterwards."""
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+OUTPUT_CAP = 8 * 1024 * 1024
+RESULT_CAP = 64 * 1024 * 1024
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper = None
+
+
+def become_subreaper():
+    """Orphans of the evaluator (a double fork, a setsid daemon) are re-parented
+    to this process instead of init, so they can be found and killed."""
+    global _subreaper
+    if _subreaper is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            _subreaper = False
+    return _subreaper
+
+
+def _children():
+    pids = set()
+    task_root = f"/proc/{os.getpid()}/task"
+    try:
+        tasks = os.listdir(task_root)
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            with open(f"{task_root}/{task}/children") as handle:
+                pids.update(int(p) for p in handle.read().split())
+        except OSError:
+            continue
+    return pids
+
+
+def _descendants(root_pids):
+    found, frontier = set(), list(root_pids)
+    while frontier:
+        pid = frontier.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    frontier.extend(int(p) for p in handle.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def reap_everything(exclude=()):
+    """Kill every remaining descendant of this process; return how many."""
+    killed = 0
+    for _ in range(50):
+        pids = _descendants(_children()) - set(exclude)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.005)
+    return killed
+
+
+class _Pump(threading.Thread):
+    """Copy a pipe into a file up to a cap, optionally echoing to a stream."""
+
+    def __init__(self, pipe, path, cap, echo=None):
+        super().__init__(daemon=True)
+        self.pipe, self.path, self.cap, self.echo = pipe, path, cap, echo
+        self.written = 0
+        self.dropped = 0
+
+    def run(self):
+        with open(self.path, "wb") as out:
+            while True:
+                chunk = os.read(self.pipe, 65536)
+                if not chunk:
+                    break
+                room = self.cap - self.written
+                if room > 0:
+                    out.write(chunk[:room])
+                    self.written += min(room, len(chunk))
+                self.dropped += max(0, len(chunk) - max(room, 0))
+                if self.echo is not None:
+                    self.echo.write(chunk)
+                    self.echo.flush()
+            if self.dropped:
+                out.write(f"\n[hills: {self.dropped} more bytes of output dropped]\n".encode())
+        os.close(self.pipe)
+
+
+class _ResultReader(threading.Thread):
+    def __init__(self, fd, cap):
+        super().__init__(daemon=True)
+        self.fd, self.cap = fd, cap
+        self.data = bytearray()
+        self.overflow = False
+
+    def run(self):
+        while True:
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                break
+            if len(self.data) + len(chunk) > self.cap:
+                self.overflow = True
+                continue
+            self.data.extend(chunk)
+        os.close(self.fd)
+
+
+class Outcome:
+    def __init__(self):
+        self.exit_code = None
+        self.timed_out = False
+        self.interrupted = False
+        self.result_bytes = None
+        self.result_overflow = False
+        self.duration_s = 0.0
+        self.output_dropped = 0
+        self.killed_leftovers = 0
+
+    def describe_exit(self):
+        if self.exit_code is None:
+            return "did not exit"
+        if self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = f"signal {-self.exit_code}"
+            return f"killed by {name}"
+        return f"exit code {self.exit_code}"
+
+
+def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, result_pipe=False):
+    """Run `argv` under the watchdog. When `result_pipe`, a pipe's write end
+    is passed to the child as an inherited fd, named in env HILLS_RESULT_FD
+    and returned read in `Outcome.result_bytes`."""
+    become_subreaper()
+    outcome = Outcome()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pass_fds = ()
+    reader = None
+    if result_pipe:
+        res_r, res_w = os.pipe()
+        env = dict(env, HILLS_RESULT_FD=str(res_w))
+        pass_fds = (res_w,)
+    echo_out = sys.stderr.buffer if verbose else None
+    pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_w,
+                                   stderr=err_w, pass_fds=pass_fds, start_new_session=True)
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+        if result_pipe:
+            os.close(res_w)
+    for pump in pumps:
+        pump.start()
+    if result_pipe:
+        reader = _ResultReader(res_r, RESULT_CAP)
+        reader.start()
+    try:
+        try:
+            outcome.exit_code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            outcome.timed_out = True
+            _kill_group(process)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        _kill_group(process)
+    finally:
+        outcome.duration_s = time.monotonic() - started
+        outcome.killed_leftovers = _end_group(process)
+        outcome.killed_leftovers += reap_everything()
+        for pump in pumps:
+            pump.join(timeout=5)
+        outcome.output_dropped = sum(p.dropped for p in pumps)
+        if reader is not None:
+            reader.join(timeout=5)
+            outcome.result_bytes = bytes(reader.data)
+            outcome.result_overflow = reader.overflow
+    return outcome
+
+
+def _kill_group(process):
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+
+def _end_group(process):
+    """Kill what is left of the evaluator's process group after it exited."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+        return 1
+    except (ProcessLookupError, PermissionError):
+        return 0
