@@ -85,6 +85,52 @@ def materialize(hill, rev, run_hill_dir):
         archive.extractall(run_hill_dir, filter="data")
 
 
+def pinned_tree(hill, commit_id):
+    """The tree hash of a commit; commits are immutable, so it is cached."""
+    cache = os.path.join(state.home(), "cache", "commit-tree", commit_id)
+    try:
+        with open(cache, encoding="ascii") as handle:
+            tree_hash = handle.read().strip()
+        if len(tree_hash) == 40:
+            return tree_hash
+    except OSError:
+        pass
+    tree_hash = hill.repo.tree_of(commit_id)
+    state.atomic_write(cache, tree_hash + "\n")
+    return tree_hash
+
+
+def pinned_files(hill, commit_id, tree_hash):
+    """A pristine copy of the tree's files and its decoded locks, made once
+    per tree in machine state: (folder, {lock_name: entries})."""
+    root = state.state_dir(hill.name, tree_hash)
+    folder = os.path.join(root, "tree")
+    locks_path = os.path.join(root, "locks.json")
+    try:
+        with open(locks_path, encoding="utf-8") as handle:
+            expected = json.load(handle)
+        if os.path.isdir(folder):
+            return folder, expected
+    except (OSError, ValueError):
+        pass
+    with state.file_lock(os.path.join(root, "tree.lock")):
+        if os.path.isdir(folder) and os.path.exists(locks_path):
+            with open(locks_path, encoding="utf-8") as handle:
+                return folder, json.load(handle)
+        expected = {}
+        for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+            text = hill.repo.show_blob(commit_id, lock_name)
+            expected[lock_name] = locks.decode(text, f"{lock_name} at {commit_id[:12]}") if text else {}
+        staging = folder + f".tmp-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        materialize(hill, commit_id, staging)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.rename(staging, folder)
+        state.atomic_write(locks_path, json.dumps(expected))
+    return folder, expected
+
+
 def _link_locked(hill, run_hill_dir, entries):
     for rel in entries:
         target = os.path.join(run_hill_dir, rel)
@@ -204,7 +250,7 @@ def evaluate(req, say=lambda message: None):
     if head is None:
         raise Refused(f"hill '{hill.name}' has no commits yet",
                       hint=f"freeze it first: hills commit {hill.name} -m MESSAGE")
-    tree_hash = hill.repo.tree_of(head)
+    tree_hash = pinned_tree(hill, head)
     official, official_reason, forced = True, None, False
     if req.current and req.force:
         raise UsageError("--current and --force cannot be combined")
@@ -262,9 +308,8 @@ def _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say):
     cache = locks.StatCache(hill.path)
     expected = {}
     if not req.current:
+        pristine, expected = pinned_files(hill, head, tree_hash)
         for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-            text = hill.repo.show_blob(head, lock_name)
-            expected[lock_name] = locks.decode(text, f"{lock_name} at {head[:12]}") if text else {}
             locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
         cache.save()
     run_hill_dir = os.path.join(run_dir, "hill")
@@ -274,8 +319,7 @@ def _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say):
         if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
     else:
-        os.makedirs(run_hill_dir)
-        materialize(hill, head, run_hill_dir)
+        shutil.copytree(pristine, run_hill_dir)
         if expected[locks.PRIVATE_LOCK]:
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
         _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])

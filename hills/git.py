@@ -1,8 +1,7 @@
 """The only module that runs git: plumbing calls on a hill's `.vc` git dir."""
 
 import os
-
-import sh
+import subprocess
 
 from .errors import CommandFailed, EnvironmentProblem
 
@@ -37,6 +36,23 @@ def clean_env(extra=None, keep_identity=True):
     return env
 
 
+def _git(argv, env, input, cwd, ok_codes):
+    """Run git with an argument list (never a shell) and a deliberate
+    environment; return (exit code, stdout bytes). A failure raises
+    CommandFailed with the command, its exit code and its stderr."""
+    if isinstance(input, str):
+        input = input.encode("utf-8")
+    try:
+        done = subprocess.run(["git", *argv], env=env, cwd=cwd, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise EnvironmentProblem("git is not installed or not on PATH", hint="install git and try again")
+    if done.returncode not in ok_codes:
+        raise CommandFailed(["git", *argv], done.returncode, done.stderr.decode("utf-8", "replace"))
+    return done.returncode, done.stdout
+
+
 class Repo:
     """A hill's git dir (`git_dir`) with its work tree (`work_tree`)."""
 
@@ -50,42 +66,41 @@ class Repo:
                 "-c", "core.quotepath=off", "-c", "core.autocrlf=false",
                 "-c", "commit.gpgsign=false", "-c", "core.hooksPath=" + os.path.join(self.git_dir, "hooks"),
                 subcommand, *[str(a) for a in args]]
-        full_env = clean_env(env)
-        try:
-            git = sh.Command("git")
-        except sh.CommandNotFound:
-            raise EnvironmentProblem("git is not installed or not on PATH",
-                                     hint="install git and try again")
-        try:
-            result = git(*argv, _env=full_env, _in=input, _cwd=self.work_tree,
-                         _ok_code=list(ok_codes), _return_cmd=True, _tty_out=False,
-                         _decode_errors="replace" if not binary else "strict",
-                         _no_out=False)
-        except sh.ErrorReturnCode as exc:
-            raise CommandFailed(["git", subcommand, *[str(a) for a in args]],
-                                exc.exit_code, exc.stderr.decode("utf-8", "replace"))
-        out = result.stdout
-        self.last_exit_code = result.exit_code
+        exit_code, out = _git(argv, clean_env(env), input, self.work_tree, ok_codes)
+        self.last_exit_code = exit_code
         return out if binary else out.decode("utf-8", "replace")
 
     def init(self):
         os.makedirs(self.git_dir, exist_ok=True)
-        sh_git = ["git", "init", "-q", "--bare", self.git_dir]
-        try:
-            sh.Command("git")(*sh_git[1:], _env=clean_env(), _tty_out=False)
-        except sh.CommandNotFound:
-            raise EnvironmentProblem("git is not installed or not on PATH",
-                                     hint="install git and try again")
-        except sh.ErrorReturnCode as exc:
-            raise CommandFailed(sh_git, exc.exit_code, exc.stderr.decode("utf-8", "replace"))
+        _git(["init", "-q", "--bare", self.git_dir], clean_env(), None, None, (0,))
         # A bare init marks the repo bare; we drive it with an explicit work tree.
         self.run("config", "core.bare", "false")
         self.run("config", "core.logAllRefUpdates", "true")
 
     def head(self):
         """The commit id HEAD points at, or None before the first commit."""
+        commit_id = self._head_from_files()
+        if commit_id:
+            return commit_id
         out = self.run("rev-parse", "--verify", "-q", "HEAD^{commit}", ok_codes=(0, 1))
         return out.strip() or None
+
+    def _head_from_files(self):
+        """HEAD read straight from `.vc` for the common case (a loose branch
+        ref), saving a git process on every eval; None means "ask git"."""
+        try:
+            with open(os.path.join(self.git_dir, "HEAD"), encoding="ascii") as handle:
+                head = handle.read().strip()
+            if not head.startswith("ref: refs/heads/"):
+                return None
+            ref = head[5:]
+            with open(os.path.join(self.git_dir, *ref.split("/")), encoding="ascii") as handle:
+                commit_id = handle.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if len(commit_id) == 40 and all(c in "0123456789abcdef" for c in commit_id):
+            return commit_id
+        return None
 
     def tree_of(self, commit):
         return self.run("rev-parse", "--verify", f"{commit}^{{tree}}").strip()
@@ -111,16 +126,23 @@ class Repo:
 
 
 def lineage(folder):
-    """`{"ref": "branch@sha", "dirty": bool}` when `folder` is a git checkout's
-    top level or inside one, else None. Never raises: lineage is metadata."""
-    env = clean_env()
+    """`{"ref": "branch@sha", "dirty": bool}` when `folder` is inside a git
+    checkout, else None. One git call. Never raises: lineage is metadata."""
     try:
-        git = sh.Command("git")
-        top = git("-C", folder, "rev-parse", "--show-toplevel", _env=env, _tty_out=False).strip()
-        sha = git("-C", folder, "rev-parse", "--verify", "-q", "HEAD", _env=env, _tty_out=False).strip()
-        branch = git("-C", folder, "rev-parse", "--abbrev-ref", "HEAD", _env=env, _tty_out=False).strip()
-        dirty = bool(git("-C", folder, "--no-optional-locks", "status", "--porcelain", "--", ".",
-                         _env=env, _tty_out=False).strip())
-    except (sh.ErrorReturnCode, sh.CommandNotFound):
+        exit_code, out = _git(["-C", folder, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
+                               "--untracked-files=normal", "--", "."], clean_env(), None, None, (0, 128))
+    except (CommandFailed, EnvironmentProblem):
         return None
-    return {"ref": f"{branch}@{sha}", "dirty": dirty, "root": top}
+    if exit_code != 0:
+        return None
+    sha, branch, dirty = None, None, False
+    for record in out.decode("utf-8", "replace").split("\0"):
+        if record.startswith("# branch.oid "):
+            sha = record.split(" ", 2)[2]
+        elif record.startswith("# branch.head "):
+            branch = record.split(" ", 2)[2]
+        elif record and not record.startswith("#"):
+            dirty = True
+    if not sha or sha == "(initial)":
+        return None
+    return {"ref": f"{branch}@{sha}", "dirty": dirty}

@@ -1,0 +1,45 @@
+"""hills eval on the circle-packing example: against running the same
+evaluator with a bare python3, and with 200 MB in private/ against without."""
+
+import os
+import sys
+
+from .common import Sandbox, line, timed, write_random_files
+
+SIZE = int(os.environ.get("HILLS_BENCH_PRIVATE_MB", "200")) * 1024 * 1024
+BARE = ("import sys; sys.path.insert(0, '.'); from pathlib import Path; from eval import eval as e; "
+        "r = e(Path('examples/grid')); assert r['passed'], r")
+
+
+def main():
+    with Sandbox() as box:
+        box.run("hills", "new", "plain", "-t", "circle-packing")
+        box.run("hills", "commit", "plain", "-m", "initial")
+        submission = os.path.join(box.hill_dir("plain"), "examples", "grid")
+        box.run("hills", "eval", submission, "-H", "plain")  # builds the environment once
+
+        def bare():
+            done = box.run(sys.executable, "-c", BARE, check=False)
+            assert done.returncode == 0, done.stderr
+
+        def bare_in_hill():
+            import subprocess
+
+            subprocess.run([sys.executable, "-c", BARE], cwd=box.hill_dir("plain"), check=True,
+                           capture_output=True)
+
+        reference = timed(bare_in_hill, repeat=7)
+        plain = timed(lambda: box.run("hills", "eval", submission, "-H", "plain"), repeat=7)
+        line("hills eval circle-packing vs bare python3 evaluator", plain, reference, 5.0)
+
+        box.run("hills", "new", "heavy", "-t", "circle-packing")
+        write_random_files(os.path.join(box.hill_dir("heavy"), "private"), SIZE)
+        box.run("hills", "commit", "heavy", "-m", "with private data")
+        heavy_submission = os.path.join(box.hill_dir("heavy"), "examples", "grid")
+        box.run("hills", "eval", heavy_submission, "-H", "heavy")
+        heavy = timed(lambda: box.run("hills", "eval", heavy_submission, "-H", "heavy"), repeat=7)
+        line(f"hills eval with {SIZE // (1024 * 1024)} MB private vs without", heavy, plain, 1.1)
+
+
+if __name__ == "__main__":
+    main()

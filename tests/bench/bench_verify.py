@@ -1,0 +1,47 @@
+"""hills verify against a bare interpreter start, and hills-chain verify of
+a 100,000-line attempts log."""
+
+import os
+import sys
+import time
+
+from .common import Sandbox, line, timed
+
+LINES = 100_000
+
+
+def main():
+    with Sandbox() as box:
+        box.run("hills", "new", "cp", "-t", "circle-packing")
+        box.run("hills", "commit", "cp", "-m", "initial")
+        report = os.path.join(box.root, "report.json")
+        box.run("hills", "eval", os.path.join(box.hill_dir("cp"), "examples", "grid"), "-H", "cp", "-o", report)
+        reference = timed(lambda: box.run(sys.executable, "-c", "pass"), repeat=9)
+        verify = timed(lambda: box.run("hills", "verify", report), repeat=9)
+        line("hills verify vs python3 -c pass", verify, reference, 4.0)
+
+        os.environ["HILLS_HOME"] = box.home
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        from hills import chain, state
+
+        key = state.load_key()
+        log = os.path.join(box.root, "big.jsonl")
+        record = {"report": {"hill": "cp", "status": "passing", "metrics": [{"name": "sum_radii", "value": 2.5,
+                                                                            "direction": "max"}]}}
+        with open(log, "wb") as handle:
+            prev = ""
+            for seq in range(LINES):
+                data, prev = chain.encode_entry(record, seq, prev, key)
+                handle.write(data)
+        elapsed = timed(lambda: box.run("hills-chain", "verify", log), repeat=3)
+        started = time.perf_counter()
+        result = chain.verify(log, key)
+        in_process = time.perf_counter() - started
+        assert result.ok and result.count == LINES, result.problems
+        print(f"{'hills-chain verify, 100,000 lines (process)':<58} {elapsed:8.3f}s  "
+              f"= {LINES / elapsed:,.0f} lines/s  (target < 1 s)  {'ok' if elapsed < 1 else 'OVER TARGET'}")
+        print(f"{'chain.verify, 100,000 lines (in process)':<58} {in_process:8.3f}s  = {LINES / in_process:,.0f} lines/s")
+
+
+if __name__ == "__main__":
+    main()

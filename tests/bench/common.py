@@ -1,0 +1,74 @@
+"""Shared set-up for the benchmarks: a private machine state, a project
+folder, the hills executables, and timing by median of repeated runs."""
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Sandbox:
+    """A temporary HILLS_HOME and project folder, removed on exit."""
+
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="hills-bench-")
+        self.home = os.path.join(self.root, "machine-state")
+        self.project = os.path.join(self.root, "project")
+        os.makedirs(self.project)
+        self.env = dict(os.environ, HILLS_HOME=self.home)
+        if not shutil.which("hills"):
+            self.env["PATH"] = os.path.join(REPO, "bin") + os.pathsep + self.env["PATH"]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def run(self, *argv, check=True, input=None):
+        done = subprocess.run(list(argv), cwd=self.project, env=self.env, input=input,
+                              capture_output=True, text=True)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed with {done.returncode}:\n{done.stderr}")
+        return done
+
+    def hill_dir(self, name):
+        return os.path.join(self.project, ".hills", name)
+
+
+def timed(function, repeat=5):
+    """Median wall time of `function()` over `repeat` runs."""
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def write_random_files(folder, total_bytes, count=20):
+    os.makedirs(folder, exist_ok=True)
+    size = total_bytes // count
+    for index in range(count):
+        with open(os.path.join(folder, f"part-{index:03d}.bin"), "wb") as handle:
+            remaining = size
+            while remaining:
+                chunk = min(remaining, 1 << 24)
+                handle.write(os.urandom(chunk))
+                remaining -= chunk
+
+
+def line(name, value, reference, target=None, unit="x"):
+    ratio = value / reference if reference else float("inf")
+    verdict = ""
+    if target is not None:
+        verdict = "  ok" if ratio <= target else "  OVER TARGET"
+        verdict = f"  (target <= {target}{unit}){verdict}"
+    print(f"{name:<58} {value:8.3f}s / {reference:8.3f}s = {ratio:6.2f}{unit}{verdict}")
+    sys.stdout.flush()
+    return ratio
