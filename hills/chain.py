@@ -56,6 +56,9 @@ class ChainReport:
         self.last_seq = last_seq
         self.last_mac = last_mac
 
+    def as_dict(self):
+        return {name: getattr(self, name) for name in self.__slots__}
+
     def __repr__(self):
         return (f"ChainReport(ok={self.ok}, count={self.count}, "
                 f"break_line={self.break_line}, problems={self.problems!r})")
@@ -205,83 +208,111 @@ def _hmac_pads(key):
     return inner.copy, outer.copy
 
 
-def _fast_scan(data, key, head_seq):
-    """(count, last_seq, last_mac, mac at head_seq) when every line is intact, else None.
+class _Scan:
+    """Where a scan stands: the chain state the next line must continue."""
 
-    One pass over the bytes with no copies and no JSON parsing. The prev and
-    seq markers are found by substring; the closing counts prove each line
-    holds exactly one of each, so the ones found are the top-level fields.
-    Any doubt returns None and the careful scan explains what is wrong.
+    __slots__ = ("count", "number", "expect_seq", "expect_prev", "last_seq", "last_mac",
+                 "prev_line", "head_mac", "break_line")
+
+    def __init__(self):
+        self.count = 0            # lines that passed every check
+        self.number = 0           # lines looked at so far
+        self.expect_seq = 0
+        self.expect_prev = ""
+        self.last_seq = None
+        self.last_mac = None
+        self.prev_line = None     # line number of the entry the chain continues from
+        self.head_mac = None      # mac of the entry whose seq the head records
+        self.break_line = None
+
+
+def _fast_scan(data, key, head_seq, scan):
+    """Check intact lines from the start; returns the offset where it stopped.
+
+    One pass over the bytes with no copies and no JSON parsing. prev and seq
+    are found by substring. A `"prev":` right after the opening brace and a
+    `"seq":N` right before `,"mac":` can only be top-level keys (the usual
+    case: an attempts line is {"prev", "report", "seq"}); anywhere else,
+    counting the markers in the checked part proves each line holds exactly
+    one of each, so the ones found are the top-level fields (see
+    `_fast_fields`). The first line that is not plainly intact stops the scan
+    and the careful scan takes over from there.
     """
-    if not data.endswith(b"\n"):
-        return None
     inner, outer = _hmac_pads(key)
     compare = hmac.compare_digest
     view = memoryview(data)
     find = data.find
+    rfind = data.rfind  # seq sorts late among keys: search from the end
     startswith = data.startswith
     close = b"}"
     mark = MAC_MARK
-    scheme = SCHEME.encode("ascii")
     tail = SUFFIX_LEN
     size = len(data)
     position = 0
     seq = 0
-    prev = b""
+    expect_prev = b'"prev":""'
+    given = None
     head_mac = None
+    loose = False  # a marker was found away from where only a top-level key can be
     while position < size:
         end = find(b"\n", position)
         cut = end - tail
-        if cut <= position or not startswith(mark, cut) or data[end - 2:end] != b'"}':
-            return None
+        if cut <= position or not startswith(mark, cut) or not startswith(b'"}', end - 2):
+            break
         digest = inner()
         digest.update(view[position:cut])
         digest.update(close)
         sealed = outer()
         sealed.update(digest.digest())
-        given = data[end - HEX_LEN - 2:end - 2]
-        if not compare(sealed.hexdigest().encode("ascii"), given):
-            return None
-        if find(b'"prev":"' + prev + b'"', position, cut) < 0:
-            return None
+        mac_hex = data[end - HEX_LEN - 2:end - 2]
+        if not compare(sealed.hexdigest().encode("ascii"), mac_hex):
+            break
+        found = find(expect_prev, position, cut)
+        if found < 0:
+            break
+        if found != position + 1:
+            loose = True
         marker = b'"seq":%d' % seq
-        found = find(marker, position, cut)
+        found = rfind(marker, position, cut)
         if found < 0 or data[found + len(marker)] not in b",}":
-            return None
-        prev = scheme + given
+            break
+        if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"mac"...`
+            loose = True
+        given = mac_hex
         if seq == head_seq:
-            head_mac = prev
+            head_mac = given
+        expect_prev = b'"prev":"' + mark[8:] + given + b'"'
         seq += 1
         position = end + 1
-    if data.count(b'"prev":') != seq or data.count(b'"seq":') != seq:
-        return None
-    last = prev.decode("ascii")
-    return seq, seq - 1, last, head_mac.decode("ascii") if head_mac else None
+    if seq and loose and (data.count(b'"prev":', 0, position) != seq
+                          or data.count(b'"seq":', 0, position) != seq):
+        return 0  # a marker appears twice somewhere: let the careful scan decide
+    if seq:
+        mac = SCHEME + given.decode("ascii")
+        scan.count = scan.number = seq
+        scan.expect_seq, scan.expect_prev = seq, mac
+        scan.last_seq, scan.last_mac, scan.prev_line = seq - 1, mac, seq
+        if head_mac is not None:
+            scan.head_mac = SCHEME + head_mac.decode("ascii")
+    return position
 
 
-def _careful_scan(lines, truncated, key, head_seq):
-    """Check line by line and describe every problem; slower, used when the fast scan fails."""
+def _careful_scan(lines, truncated, key, head_seq, scan):
+    """Check line by line from where `scan` stands, describing every problem."""
     inner, outer = _hmac_pads(key)
     compare = hmac.compare_digest
     problems = []
-    count = 0
-    break_line = None
-    expect_seq = 0
-    expect_prev = ""
-    last_seq = None
-    last_mac = None
-    head_mac = None
-    prev_line = None  # line number of the last entry the chain continues from
-
     for index, line in enumerate(lines):
-        number = index + 1
+        number = scan.number + 1
+        scan.number = number
         found = []
-        if truncated and number == len(lines):
+        if truncated and index == len(lines) - 1:
             problems.append(f"line {number}: truncated (no newline at end of file)")
-            break_line = break_line or number
+            scan.break_line = scan.break_line or number
             break
         parts = _split(line)
         fields = None
+        mac = None
         if parts is not None:
             body, given = parts
             digest = inner()
@@ -293,8 +324,7 @@ def _careful_scan(lines, truncated, key, head_seq):
                 fields = _fast_fields(body)
                 if fields is None:
                     entry = _parse(line)
-                    seq, prev, _ = _entry_fields(entry) if entry is not None else (None, None, None)
-                    fields = (seq, prev)
+                    fields = _entry_fields(entry)[:2] if entry is not None else (None, None)
             else:
                 entry = _parse(line)
                 if entry is None:
@@ -322,35 +352,35 @@ def _careful_scan(lines, truncated, key, head_seq):
             if seq is None or prev is None:
                 found.append(f"line {number}: missing or malformed seq or prev")
             else:
-                if seq != expect_seq:
-                    if last_seq is None:
+                if seq != scan.expect_seq:
+                    if scan.last_seq is None:
                         found.append(f"line {number}: seq {seq} where the log should start at seq 0 "
                                      "(lines were deleted or moved)")
-                    elif seq > expect_seq:
-                        found.append(f"line {number}: seq {seq} follows seq {last_seq} "
+                    elif seq > scan.expect_seq:
+                        found.append(f"line {number}: seq {seq} follows seq {scan.last_seq} "
                                      "(a line was deleted or moved)")
                     else:
-                        found.append(f"line {number}: seq {seq} follows seq {last_seq} "
+                        found.append(f"line {number}: seq {seq} follows seq {scan.last_seq} "
                                      "(a line was moved or repeated)")
-                if prev != expect_prev:
-                    if prev_line:
-                        found.append(f"line {number}: prev does not match the mac of line {prev_line} "
+                if prev != scan.expect_prev:
+                    if scan.prev_line:
+                        found.append(f"line {number}: prev does not match the mac of line {scan.prev_line} "
                                      "(the chain is broken here)")
                     else:
                         found.append(f"line {number}: prev is not empty on the first entry "
                                      "(the lines before it were deleted)")
                 # Continue from this line so one damaged spot is reported once.
-                last_seq, last_mac, prev_line = seq, mac, number
-                expect_seq, expect_prev = seq + 1, mac
+                scan.last_seq, scan.last_mac, scan.prev_line = seq, mac, number
+                scan.expect_seq, scan.expect_prev = seq + 1, mac
                 if seq == head_seq:
-                    head_mac = mac
+                    scan.head_mac = mac
         if found:
             problems.extend(found)
-            if break_line is None:
-                break_line = number
+            if scan.break_line is None:
+                scan.break_line = number
         else:
-            count += 1
-    return problems, count, break_line, last_seq, last_mac, head_mac
+            scan.count += 1
+    return problems
 
 
 def verify(path, key, head=None):
@@ -362,53 +392,52 @@ def verify(path, key, head=None):
     where the first missing entry should be.
     """
     problems = []
+    head_problem = None
     if head is None:
         head, head_problem = _read_head_file(path, key)
-        if head_problem:
-            problems.append(head_problem)
     elif (not isinstance(head, dict) or isinstance(head.get("seq"), bool)
           or not isinstance(head.get("seq"), int) or not isinstance(head.get("mac"), str)):
         raise UsageError("a chain head must be an object with an integer seq and a string mac")
     head_seq = head["seq"] if head is not None else None
-    data = _read_settled(path)  # after the head: a head is never newer than the log
+    data = _read_settled(path) or b""  # after the head: a head is never newer than the log
 
-    scanned = _fast_scan(data, key, head_seq) if data else None
-    if scanned is not None:
-        count, last_seq, last_mac, head_mac = scanned
-        total = count
-        break_line = None
-    else:
-        lines = data.split(b"\n") if data else []
-        truncated = bool(lines) and lines[-1] != b""
-        if lines and not truncated:
+    scan = _Scan()
+    position = _fast_scan(data, key, head_seq, scan) if data else 0
+    if position < len(data):
+        lines = data[position:].split(b"\n")
+        truncated = lines[-1] != b""
+        if not truncated:
             lines.pop()
-        total = len(lines)
-        found, count, break_line, last_seq, last_mac, head_mac = _careful_scan(lines, truncated, key, head_seq)
-        problems.extend(found)
+        problems.extend(_careful_scan(lines, truncated, key, head_seq, scan))
 
+    if head_problem:
+        problems.append(head_problem)
     if head is not None:
+        last_seq = scan.last_seq
         ended = "the log has no entries" if last_seq is None else f"the log ends at seq {last_seq}"
         if last_seq is None or head_seq > last_seq:
             missing = head_seq - (last_seq if last_seq is not None else -1)
             problems.append(f"{ended} but its head records seq {head_seq}: "
                             f"{missing} line(s) missing at the end")
-        elif head_mac is None:
+        elif scan.head_mac is None:
             problems.append(f"the head records seq {head_seq} but no line carries it (the log was rewritten)")
-        elif head_mac != head["mac"]:
+        elif scan.head_mac != head["mac"]:
             problems.append(f"the entry with seq {head_seq} does not match the head's mac "
                             "(the log was rewritten)")
-        if problems and break_line is None:
-            break_line = total + 1
+        if problems and scan.break_line is None:
+            scan.break_line = scan.number + 1
 
-    return ChainReport(not problems, count, problems, break_line, total, last_seq, last_mac)
+    return ChainReport(not problems, scan.count, problems, scan.break_line,
+                       scan.number, scan.last_seq, scan.last_mac)
 
 
-def read(path, key=None):
+def read(path, key=None, last=None):
     """Every line of the log, parsed, in file order; nothing is skipped.
 
     A line that is not a JSON object comes back as {"_line": n, "_error": text}.
     With `key`, every entry whose line fails a check of `verify` also carries
-    "_problem" (the first problem found on it).
+    "_problem" (the first problem found on it). `last=N` parses only the
+    final N lines (the check, with a key, still covers the whole log).
     """
     data = _read_settled(path)
     if not data:
@@ -416,6 +445,7 @@ def read(path, key=None):
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
+    first = 0 if last is None else max(0, len(lines) - last)
     flagged = {}
     if key is not None:
         report = verify(path, key)
@@ -424,7 +454,8 @@ def read(path, key=None):
                 number = int(problem[5:problem.index(":")])
                 flagged.setdefault(number, problem)
     entries = []
-    for index, line in enumerate(lines):
+    for index in range(first, len(lines)):
+        line = lines[index]
         number = index + 1
         entry = _parse(line)
         if entry is None:
@@ -546,9 +577,8 @@ def append(path, record, key):
     """Append `record` as the next entry of the log at `path`; returns the entry written."""
     _check_record(record)
     path = os.fspath(path)
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    with file_lock(lock_path(path)):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with file_lock(lock_path(os.path.abspath(path))):
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             last = _last_entry(fd, path, key)

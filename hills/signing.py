@@ -86,6 +86,8 @@ def sign(envelope, key):
 
 def verify(envelope, key):
     """(ok, reason): whether `envelope` carries a valid signature for `key`."""
+    if not isinstance(envelope, dict):
+        return False, f"signature INVALID: a report is a JSON object, not {_json_kind(envelope)}"
     signature = envelope.get("signature")
     if signature is None or signature == "":
         return False, "no signature"
