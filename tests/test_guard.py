@@ -1,0 +1,261 @@
+"""The guard: the command registry, console scripts, bin/ symlinks, man pages,
+README reference table and help texts stay in step. A command added, renamed
+or hidden without its help, its page, its script or its README row fails here."""
+
+import ast
+import glob
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from hills import cli, evaluate, manifest, manpages, report
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BIN_DIR = REPO_ROOT / "bin"
+MAN_DIR = REPO_ROOT / "man"
+README = REPO_ROOT / "README.md"
+ENTRY = "hills.entry:main"
+
+VERBS = [verb for verb, command in cli.COMMANDS.items() if not command.hidden]
+CHAIN = cli.COMMANDS["chain"]
+SUBCOMMANDS = [(f"chain {name}", command) for name, command in CHAIN.commands.items() if not command.hidden]
+# Every non-hidden command object, the group included, by the words that call it.
+DOCUMENTED = [("", cli.main_group)] + [(verb, cli.COMMANDS[verb]) for verb in VERBS] + SUBCOMMANDS
+ALL_COMMANDS = [("", cli.main_group)] + list(cli.COMMANDS.items()) + SUBCOMMANDS
+EXECUTABLES = ["hills", "git-hill", *cli.STANDALONE]
+
+
+def _load_toml(path):
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    with open(path, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def _ids(items):
+    return [words or "hills" for words, _ in items]
+
+
+# ---------------------------------------------------------------- help texts
+
+@pytest.mark.parametrize("words,command", DOCUMENTED, ids=_ids(DOCUMENTED))
+def test_command_has_help_and_a_short_help_that_fits(words, command):
+    assert manpages._help_text(command), f"'hills {words}' has no help text (its docstring)"
+    short = manpages.short_help(command)
+    assert short, f"'hills {words}' has no short help"
+    # The width click gives the summaries in `hills --help` (and the chain
+    # group's help): a summary cut with "..." there is too long.
+    siblings = CHAIN.commands if words.startswith("chain ") else cli.COMMANDS
+    limit = cli.CONTEXT["max_content_width"] - 6 - max(len(name) for name in siblings)
+    shown = command.get_short_help_str(limit=limit)
+    assert not shown.endswith("..."), (
+        f"the first sentence of 'hills {words}' help is cut in 'hills --help': {shown!r}")
+
+
+@pytest.mark.parametrize("words,command", ALL_COMMANDS, ids=_ids(ALL_COMMANDS))
+def test_every_option_has_help(words, command):
+    ctx = click.Context(command, info_name="hills", **command.context_settings)
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            assert (param.help or "").strip(), f"option {param.opts} of 'hills {words}' has no help text"
+
+
+@pytest.mark.parametrize("words,command", DOCUMENTED[1:], ids=_ids(DOCUMENTED[1:]))
+def test_every_argument_is_described_in_the_man_page(words, command):
+    verb = words.split()[0]
+    described = manpages.VERBS[verb].get("arguments", {})
+    ctx = click.Context(command, info_name="hills", **command.context_settings)
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Argument):
+            assert described.get(param.name, "").strip(), (
+                f"argument {param.name!r} of 'hills {words}' is not described in hills.manpages.VERBS")
+
+
+# ---------------------------------------------------------------- registry, scripts, bin/
+
+def test_standalone_names_are_real_commands():
+    for program, verb in cli.STANDALONE.items():
+        assert program == f"hills-{verb}"
+        assert verb in cli.COMMANDS and not cli.COMMANDS[verb].hidden, f"'{program}' maps to no visible verb"
+        command, prog_name = cli.entry_for(program)
+        assert command is cli.COMMANDS[verb] and prog_name == program
+    assert cli.entry_for("git-hill") == (cli.main_group, "git hill")
+    assert cli.entry_for("hills") == (cli.main_group, "hills")
+
+
+def test_console_scripts_are_exactly_the_executables():
+    scripts = _load_toml(REPO_ROOT / "pyproject.toml")["project"]["scripts"]
+    assert sorted(scripts) == sorted(EXECUTABLES)
+    for name, target in scripts.items():
+        assert target == ENTRY, f"console script '{name}' points at {target!r}, not {ENTRY!r}"
+
+
+def test_bin_holds_the_multicall_script_and_a_symlink_per_name():
+    hills = BIN_DIR / "hills"
+    assert hills.is_file() and not hills.is_symlink() and os.access(hills, os.X_OK)
+    for name in EXECUTABLES:
+        if name == "hills":
+            continue
+        path = BIN_DIR / name
+        assert path.is_symlink(), f"bin/{name} is not a symlink"
+        assert os.readlink(path) == "hills", f"bin/{name} points at {os.readlink(path)!r}, not 'hills'"
+    assert sorted(os.listdir(BIN_DIR)) == sorted(EXECUTABLES), "bin/ holds other files than the executables"
+
+
+# ---------------------------------------------------------------- man pages
+
+def test_every_verb_and_topic_has_a_page_and_nothing_else_does():
+    expected = {"hills.1", "git-hill.1"}
+    expected |= {f"hills-{verb}.1" for verb in VERBS}
+    expected |= {f"{topic}.5" for topic in manpages.TOPICS}
+    assert set(manpages.pages()) == expected
+    on_disk = {name for name in os.listdir(MAN_DIR) if re.search(r"\.[0-9]$", name)}
+    assert on_disk == expected, "man/ differs from the commands: run 'python -m hills.manpages'"
+    for program in cli.STANDALONE:
+        assert f"{program}.1" in on_disk, f"'man {program}' would find no page"
+
+
+def test_git_hill_page_exists_for_git_hill_help():
+    # `git hill --help` makes git run `man git-hill`.
+    text = (MAN_DIR / "git-hill.1").read_text(encoding="utf-8")
+    assert text.startswith('.\\" Generated') and '.TH "GIT\\-HILL" "1"' in text
+
+
+def test_every_verb_page_has_the_git_style_sections():
+    sections = ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "OUTPUT", '"EXIT STATUS"', "EXAMPLES", '"SEE ALSO"']
+    assert sorted(manpages.VERBS) == sorted(VERBS), "hills.manpages.VERBS must document exactly the visible verbs"
+    for verb in VERBS:
+        text = (MAN_DIR / f"hills-{verb}.1").read_text(encoding="utf-8")
+        found = [line[4:] for line in text.splitlines() if line.startswith(".SH ")]
+        assert [s for s in found if s in sections] == sections, f"hills-{verb}.1 sections: {found}"
+
+
+def test_man_pages_are_up_to_date():
+    done = subprocess.run([sys.executable, "-m", "hills.manpages", "--check"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_manpages_check_names_a_stale_page(tmp_path):
+    for name, text in manpages.pages().items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert manpages.main(["--check", str(tmp_path)]) == 0
+    (tmp_path / "hills-eval.1").write_text("stale\n", encoding="utf-8")
+    (tmp_path / "hills-gone.1").write_text("old\n", encoding="utf-8")
+    (tmp_path / "hills-rank.1").unlink()
+    assert manpages.check(str(tmp_path)) == [("stale", str(tmp_path / "hills-eval.1")),
+                                             ("missing", str(tmp_path / "hills-rank.1")),
+                                             ("extra", str(tmp_path / "hills-gone.1"))]
+    assert manpages.main(["--check", str(tmp_path)]) == 1
+
+
+def test_wheel_installs_every_page():
+    data_files = _load_toml(REPO_ROOT / "pyproject.toml")["tool"]["setuptools"]["data-files"]
+    for section in ("1", "5"):
+        patterns = data_files[f"share/man/man{section}"]
+        installed = {os.path.basename(path) for pattern in patterns for path in glob.glob(str(REPO_ROOT / pattern))}
+        assert installed == {name for name in manpages.pages() if name.endswith("." + section)}
+
+
+def test_section_5_pages_cover_every_manifest_key():
+    assert list(manpages.MANIFEST_KEYS) == list(manifest.TOP_KEYS)
+    assert set(manpages.PARAM_KEYS) == set(manifest.PARAM_KEYS)
+
+
+def _assigned_keys(function, variable):
+    """String keys a function gives `variable`: dict literal, subscript stores, .update(key=...)."""
+    keys = set()
+    for node in ast.walk(ast.parse(function)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                isinstance(target, ast.Name) and target.id == variable for target in node.targets):
+            keys |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
+        if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name) and node.value.id == variable
+                and isinstance(node.slice, ast.Constant)):
+            keys.add(node.slice.value)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == variable):
+            keys |= {keyword.arg for keyword in node.keywords if keyword.arg}
+    return keys
+
+
+def test_report_page_documents_every_envelope_field():
+    source = Path(evaluate.__file__).read_text(encoding="utf-8")
+    fields = _assigned_keys(source, "envelope")
+    fields |= _assigned_keys(Path(report.__file__).read_text(encoding="utf-8"), "core")
+    assert "signature" in fields and "tree_hash" in fields
+    assert set(manpages.REPORT_FIELDS) == fields, "hills-report(5) FIELDS differ from what hills eval writes"
+    assert set(manpages.STATUSES) == set(report.STATUSES)
+
+
+# ---------------------------------------------------------------- README
+
+def test_readme_reference_table_has_a_row_per_verb():
+    assert README.is_file(), "README.md is missing: its reference table lists every verb"
+    rows = [line for line in README.read_text(encoding="utf-8").splitlines() if line.lstrip().startswith("|")]
+    missing = [verb for verb in VERBS if not any(re.search(rf"\bhills {re.escape(verb)}\b", row) for row in rows)]
+    assert not missing, f"README.md reference table has no row for: {', '.join('hills ' + v for v in missing)}"
+
+
+# ---------------------------------------------------------------- the real executables
+
+@pytest.fixture(scope="module")
+def exe_env(tmp_path_factory):
+    """PATH with the checkout's bin/ first and a `python3` that is this
+    interpreter (bin/hills is a `#!/usr/bin/env python3` script)."""
+    python_dir = tmp_path_factory.mktemp("guard-python")
+    (python_dir / "python3").symlink_to(os.path.realpath(sys.executable))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env["PATH"] = os.pathsep.join([str(BIN_DIR), str(python_dir), os.environ.get("PATH", "")])
+    env["COLUMNS"] = "80"
+    env["HILLS_HOME"] = str(tmp_path_factory.mktemp("guard-home"))
+    return env
+
+
+def _run(env, *argv):
+    done = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    return done.returncode, done.stdout, done.stderr
+
+
+HELP_CALLS = ([["hills", "--help"], ["git-hill", "--help"]]
+              + [["hills", *words.split(), "--help"] for words, _ in DOCUMENTED[1:]]
+              + [[program, "--help"] for program in cli.STANDALONE]
+              + [["hills-chain", name, "--help"] for name in CHAIN.commands])
+
+
+@pytest.mark.parametrize("argv", HELP_CALLS, ids=[" ".join(argv[:-1]) for argv in HELP_CALLS])
+def test_help_exits_0_through_the_real_entry_point(exe_env, argv):
+    code, out, err = _run(exe_env, *argv)
+    assert code == 0, err
+    assert out.startswith("Usage: "), out
+    prog = "hills" if argv[0] == "hills" else ("git hill" if argv[0] == "git-hill" else argv[0])
+    assert out.startswith(f"Usage: {' '.join([prog, *argv[1:-1]])} ")
+
+
+@pytest.mark.parametrize("program", list(cli.STANDALONE))
+def test_standalone_help_is_the_verb_help(exe_env, program):
+    verb = cli.STANDALONE[program]
+    _, standalone, _ = _run(exe_env, program, "--help")
+    _, through_group, _ = _run(exe_env, "hills", verb, "--help")
+
+    def options(text):
+        return [line.split()[0] for line in text.split("Options:", 1)[1].splitlines() if line.startswith("  -")]
+
+    assert options(standalone) == options(through_group) and options(standalone)
+    assert standalone.replace(f"Usage: {program} ", f"Usage: hills {verb} ", 1) == through_group
+
+
+def test_git_runs_git_hill(exe_env):
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("git is not installed")
+    code, out, err = _run(exe_env, "git", "hill", "eval", "--help")
+    assert code == 0, err
+    assert out.startswith("Usage: git hill eval ")
