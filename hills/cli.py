@@ -56,7 +56,7 @@ def main_group():
 
 @main_group.command("new", context_settings=CONTEXT)
 @click.argument("name")
-@click.option("-t", "--template", default="default", show_default=True,
+@click.option("-t", "--template", metavar="TEMPLATE", default="default", show_default=True,
               help="Template to start from (see 'hills examples').")
 def new_command(name, template):
     """Create the hill NAME under .hills/ in the current folder.
@@ -461,10 +461,11 @@ def chain_show(log_file, as_json):
 @click.option("--tree", "tree_hash", metavar="TREE", help="Show the attempts of another version of the hill.")
 @json_option
 def attempts_command(name, current, tree_hash, as_json):
-    """Show a hill version's attempts, the best per comparable group, and
-    whether the log's chain is intact (exactly where it breaks if not).
+    """Show a hill version's attempts, its best reports and its log's state.
 
-    Exits 1 when the chain is broken.
+    Lists every attempt in the version's log, the best passing report per
+    comparable group, and whether the log's chain is intact (exactly where it
+    breaks if not). Exits 1 when the chain is broken.
     """
     from . import attempts, hill
 
@@ -557,9 +558,15 @@ def run(command, argv, prog_name):
     except click.exceptions.Abort:
         say("error: interrupted")
         return errors.EXIT_INTERRUPTED
+    except click.UsageError as exc:
+        message = exc.format_message().rstrip(".")
+        say(f"error: {message[:1].lower() + message[1:]}")
+        if exc.ctx is not None:
+            say(f"hint: see '{exc.ctx.command_path} --help'")
+        return errors.EXIT_USAGE
     except click.ClickException as exc:
         exc.show()
-        return errors.EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+        return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except SystemExit as exc:
@@ -591,8 +598,5 @@ def main(argv=None):
     if program.endswith(".py") or program == "__main__.py":
         program = "hills"
     args = list(sys.argv[1:] if argv is None else argv)
-    if program == "git-hill" and args and args[0] in ("--help", "-h") and len(args) == 1:
-        # `git hill --help` makes git open `man git-hill`; plain -h prints help.
-        pass
     command, prog_name = entry_for(program)
     sys.exit(run(command, args, prog_name))

@@ -67,7 +67,6 @@ def commit(hill, message, gate=True, progress=None):
     """Gate, lock, build and record a commit. Returns a dict for the CLI."""
     if not message or not message.strip():
         raise UsageError("empty commit message", hint="pass -m MESSAGE")
-    spec = hill.manifest()
     with state.file_lock(os.path.join(hill.repo.git_dir, "hills-commit.lock")):
         if gate:
             results = check.run_checks(hill.path, tests=True)
@@ -76,8 +75,12 @@ def commit(hill, message, gate=True, progress=None):
                 for result in results:
                     progress(result)
             if failed:
-                raise Refused(f"hill '{hill.name}' failed check '{failed[0].name}': nothing was committed",
-                              hint="run 'hills check " + hill.name + "' and fix what it reports")
+                # Same words as the pre-commit hook, so both paths name the broken key or file.
+                raise Refused(f"hill '{hill.name}' failed check '{failed[0].name}': "
+                              f"{(failed[0].detail.splitlines() or ['no detail'])[0]}",
+                              hint="run 'hills check " + hill.name + "' and fix what it reports; nothing was committed")
+        # Loaded after the gate: a broken hill.yaml is a failed check (exit 1), as in the hook.
+        spec = hill.manifest()
         private_entries, blob_entries, regular, _changed = regenerate_locks(hill)
         tree_hash = build_tree(hill, regular)
         parent = hill.repo.head()

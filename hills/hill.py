@@ -183,13 +183,16 @@ def create(name, template="default", project_dir=None):
 def list_tree_files(hill):
     """Hill files that belong in the git tree or in blobs.lock.
 
-    Uses git's own ignore rules (`.gitignore` files and `.vc/info/exclude`)
-    against an empty private index, so nothing the user staged matters.
-    Returns (regular, blobs): sorted lists of relative paths.
+    Uses the hill's `.gitignore` files and the fixed excludes against an empty
+    private index, so nothing the user staged matters. Not `.vc/info/exclude`:
+    it also lists the committed blobs (which would then vanish from the next
+    blobs.lock), and not the user's global excludes file, which would make the
+    tree depend on the machine. Returns (regular, blobs): sorted lists.
     """
     rules = hill.manifest()["blobs"]
+    excludes = ["--exclude=" + pattern for pattern in BASE_EXCLUDES]
     with tempfile.TemporaryDirectory(dir=hill.repo.git_dir, prefix="hills-list-") as scratch:
-        out = hill.repo.run("ls-files", "-z", "--others", "--exclude-standard",
+        out = hill.repo.run("ls-files", "-z", "--others", "--exclude-per-directory=.gitignore", *excludes,
                             env={"GIT_INDEX_FILE": os.path.join(scratch, "index")})
     regular, blobs = [], []
     for rel in out.split("\0"):
@@ -209,8 +212,12 @@ def list_tree_files(hill):
     return sorted(regular), sorted(blobs)
 
 
+# Files hills itself reads from the tree: never blobs, whatever their size.
+ALWAYS_IN_TREE = ("hill.yaml", "README.md", "pyproject.toml", "uv.lock", "private.lock", "blobs.lock")
+
+
 def manifest_locks(rel):
-    return rel in ("private.lock", "blobs.lock")
+    return rel in ALWAYS_IN_TREE
 
 
 def manifest_blob(rel, size, rules):

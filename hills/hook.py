@@ -21,7 +21,8 @@ def pre_commit(work_tree):
     results = check.run_checks(hill_dir, tests=True)
     failed = [r for r in results if r.status == "fail"]
     if failed:
-        raise Refused(f"hill '{target.name}' failed check '{failed[0].name}': {failed[0].detail.splitlines()[0]}",
+        first_line = (failed[0].detail.splitlines() or ["no detail"])[0]
+        raise Refused(f"hill '{target.name}' failed check '{failed[0].name}': {first_line}",
                       hint=f"run 'hills check {target.name}'; nothing was committed")
     private_entries, blob_entries, _regular, _changed = commit.regenerate_locks(target)
     staged = target.repo.run("ls-files", "-z", "--cached", env=index_env).split("\0")

@@ -1,0 +1,146 @@
+"""The command shape of evaluators (hillclimb verifiers): the environment it
+runs in, and the result file it must write, checked key by key."""
+
+import json
+import math
+import os
+
+from .report import Malformed
+
+RESERVED = ("score", "instances", "report")
+
+
+def _kind(value):
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    return type(value).__name__
+
+
+def _score(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Malformed(f"{where} must be a finite number, got {_kind(value)} ({json.dumps(value)[:60]})")
+    if math.isnan(value):
+        raise Malformed(f"{where} is NaN; it must be a finite number")
+    if math.isinf(value):
+        raise Malformed(f"{where} is {'+' if value > 0 else '-'}infinity; it must be a finite number")
+    return value
+
+
+def parse_result(path):
+    """Read a verifier's result file: {"score": x, ...} or a bare number.
+
+    Returns (score, side_metrics, dropped_names, instances, report). Every
+    broken result raises Malformed with a precise message.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(64 * 1024 * 1024 + 1)
+    except FileNotFoundError:
+        raise Malformed("no result: the verifier exited 0 without writing HILLS_RESULT (contract violation)")
+    if len(data) > 64 * 1024 * 1024:
+        raise Malformed("the result file is larger than 64 MiB")
+    text = data.decode("utf-8", "replace").strip()
+    if not text:
+        raise Malformed("the result file is empty")
+    try:
+        value = json.loads(text, parse_constant=lambda name: {"NaN": math.nan, "Infinity": math.inf,
+                                                              "-Infinity": -math.inf}[name])
+    except ValueError as exc:
+        raise Malformed(f"the result file is not valid JSON ({exc}); expected {{\"score\": x}} or a number")
+    if not isinstance(value, dict):
+        return _score(value, "the result"), {}, [], None, None
+    if "score" not in value:
+        raise Malformed("the result has no 'score' key; expected {\"score\": <finite number>, ...}")
+    score = _score(value["score"], "'score'")
+    instances = value.get("instances")
+    if instances is not None:
+        if not isinstance(instances, dict):
+            raise Malformed(f"'instances' must be an object of name to number, got {_kind(instances)}")
+        instances = {str(k): _score(v, f"instances['{k}']") for k, v in instances.items()}
+    report = value.get("report")
+    if report is not None and not isinstance(report, dict):
+        raise Malformed(f"'report' must be an object, got {_kind(report)}")
+    side, dropped = {}, []
+    for key, item in value.items():
+        if key in RESERVED:
+            continue
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and math.isfinite(item):
+            side[key] = item
+        else:
+            dropped.append(key)
+    return score, side, dropped, instances, _finite_report(report)
+
+
+def _finite_report(report):
+    """Replace non-finite numbers in a report block by null: the block is
+    context, and one NaN in it must not cost the whole eval."""
+    if isinstance(report, float) and not math.isfinite(report):
+        return None
+    if isinstance(report, dict):
+        return {str(k): _finite_report(v) for k, v in report.items()}
+    if isinstance(report, list):
+        return [_finite_report(v) for v in report]
+    return report
+
+
+def core_from_result(spec, params, final, parsed):
+    """The report core for a command verifier's accepted result."""
+    score, side, dropped, instances, report = parsed
+    metric = spec["metrics"][0]
+    core = {
+        "passed": True,
+        "metrics": [{"name": metric["name"], "value": score, "direction": metric["direction"]}],
+        "config": [{"name": name, "value": params[name], "primary": spec["params"][name]["primary"]}
+                   for name in spec["params"]] + [{"name": "mode", "value": "holdout" if final else "validation",
+                                                    "primary": True}],
+        "details": {},
+    }
+    if side:
+        core["side_metrics"] = side
+    if dropped:
+        core["details"]["side_metrics_dropped"] = sorted(dropped)
+    if instances:
+        core["instances"] = instances
+    if report is not None:
+        core["report"] = report
+    return core
+
+
+def environment(*, python, result_path, submission_dir, solution, split, seed, hill_dir, trial):
+    """HILLS_* values and the same under the HILLCLIMB_* names."""
+    values = {
+        "PYTHON": python,
+        "RESULT": result_path,
+        "SUBMISSION": submission_dir,
+        "SOLUTION": solution,
+        "SPLIT": split,
+        "REPLICATE_SEED": str(seed),
+        "HILL": hill_dir,
+    }
+    if trial:
+        values["PARAMS"] = json.dumps(trial, sort_keys=True)
+    env = {}
+    for key, value in values.items():
+        env["HILLS_" + key] = value
+        env["HILLCLIMB_" + key] = value
+    env["HILLCLIMB_TRIAL_SEED"] = str(seed)
+    return env
+
+
+def prepare_workdir(submission_dir, hill_dir):
+    """Give the submission snapshot the layout a hillclimb verifier expects:
+    ./problem is the hill, ./data its data folder (when it has one)."""
+    links = {"problem": hill_dir}
+    if os.path.isdir(os.path.join(hill_dir, "data")):
+        links["data"] = os.path.join(hill_dir, "data")
+    for name, target in links.items():
+        path = os.path.join(submission_dir, name)
+        if os.path.lexists(path):
+            raise Malformed(f"the submission holds '{name}', a name reserved for the hill in a command eval")
+        os.symlink(target, path)

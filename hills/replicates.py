@@ -1,0 +1,77 @@
+"""Replicates: per-key medians of metrics, instances and side metrics, and
+the spread (min, max, median absolute deviation) that tells noise from gain."""
+
+import statistics
+
+
+def mad(values):
+    centre = statistics.median(values)
+    return statistics.median(abs(v - centre) for v in values)
+
+
+def spread_of(values):
+    return {"min": min(values), "max": max(values), "mad": mad(values), "n": len(values)}
+
+
+def _median_map(maps):
+    keys = []
+    for mapping in maps:
+        for key in mapping:
+            if key not in keys:
+                keys.append(key)
+    return {key: statistics.median([m[key] for m in maps if key in m]) for key in keys}
+
+
+def aggregate(cores):
+    """Combine the report cores of replicates that ran to completion.
+
+    Metrics keep the first replicate's order and directions; each value is
+    the median over replicates. `spread` maps each metric name to its
+    min, max, MAD and count. The report block is the one of the replicate
+    whose first metric is nearest the median (named by `report_replicate`).
+    """
+    first = cores[0]
+    combined = dict(first)
+    if len(cores) == 1:
+        return combined
+    metrics = []
+    spread = {}
+    for metric in first["metrics"]:
+        values = [m["value"] for core in cores for m in core["metrics"] if m["name"] == metric["name"]]
+        metrics.append({**metric, "value": statistics.median(values)})
+        spread[metric["name"]] = spread_of(values)
+    combined["metrics"] = metrics
+    combined["spread"] = spread
+    for key in ("instances", "side_metrics"):
+        maps = [core[key] for core in cores if core.get(key)]
+        if maps:
+            combined[key] = _median_map(maps)
+    reports = [(index, core["report"]) for index, core in enumerate(cores) if core.get("report") is not None]
+    if reports and first["metrics"]:
+        name = first["metrics"][0]["name"]
+        centre = combined["metrics"][0]["value"]
+
+        def distance(item):
+            core = cores[item[0]]
+            value = next(m["value"] for m in core["metrics"] if m["name"] == name)
+            return abs(value - centre)
+
+        index, block = min(reports, key=distance)
+        combined["report"] = block
+        combined["report_replicate"] = index
+    combined["passed"] = all(core["passed"] for core in cores)
+    return combined
+
+
+def within_noise(better, worse, metric_name):
+    """True when the gap between two reports on a metric is no larger than
+    the replicate range (max - min) of either."""
+    def value(report):
+        return next((m["value"] for m in report.get("metrics", []) if m["name"] == metric_name), None)
+
+    a, b = value(better), value(worse)
+    if a is None or b is None:
+        return False
+    ranges = [r["spread"][metric_name]["max"] - r["spread"][metric_name]["min"]
+              for r in (better, worse) if r.get("spread", {}).get(metric_name)]
+    return bool(ranges) and abs(a - b) <= max(ranges)

@@ -1,0 +1,165 @@
+"""Tunable params a submission declares in params.json, and the values of
+the current trial.
+
+Submitted code reads its knobs with::
+
+    from hills import spaces
+    P = spaces.params()   # the trial's values, else the declared defaults
+
+This module uses the standard library only: hills puts a copy of it on the
+PYTHONPATH of evaluators and submissions, so it imports inside a hill's
+environment where hills itself is not installed.
+
+A declaration maps a name to one of:
+
+    {"type": "int",   "low": 1, "high": 64, "log": true, "step": 1, "default": 8}
+    {"type": "float", "low": 1e-4, "high": 0.1, "log": true, "default": 0.01}
+    {"type": "categorical", "choices": ["grid", "random"], "default": "grid"}
+"""
+
+import json
+import math
+import os
+import random
+
+DECLARATION = "params.json"
+ENV_VALUES = "HILLS_PARAMS"
+_KEYS = {"int": {"type", "low", "high", "log", "step", "default"},
+         "float": {"type", "low", "high", "log", "step", "default"},
+         "categorical": {"type", "choices", "default"}}
+
+
+class DeclarationError(ValueError):
+    """params.json breaks the format; the message names the knob and key."""
+
+
+class ValueRefused(ValueError):
+    """A trial value outside its declared type or range."""
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def validate(declaration, source=DECLARATION):
+    """Check a parsed declaration; return it with defaults typed."""
+    if not isinstance(declaration, dict) or not declaration:
+        raise DeclarationError(f"{source}: expected a non-empty JSON object of knob name to spec")
+    checked = {}
+    for name, spec in declaration.items():
+        where = f"{source}: knob '{name}'"
+        if not isinstance(spec, dict):
+            raise DeclarationError(f"{where}: expected an object with type and default")
+        kind = spec.get("type")
+        if kind not in _KEYS:
+            raise DeclarationError(f"{where}: key 'type': expected int, float or categorical, got {kind!r}")
+        unknown = sorted(set(spec) - _KEYS[kind])
+        if unknown:
+            raise DeclarationError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(_KEYS[kind]))})")
+        if "default" not in spec:
+            raise DeclarationError(f"{where}: missing key 'default'")
+        if kind == "categorical":
+            choices = spec.get("choices")
+            if not isinstance(choices, list) or not choices:
+                raise DeclarationError(f"{where}: key 'choices': expected a non-empty list")
+            checked[name] = {"type": kind, "choices": choices, "default": spec["default"]}
+        else:
+            low, high = spec.get("low"), spec.get("high")
+            if not _number(low) or not _number(high):
+                raise DeclarationError(f"{where}: keys 'low' and 'high': expected finite numbers")
+            if kind == "int" and (not isinstance(low, int) or not isinstance(high, int)):
+                raise DeclarationError(f"{where}: keys 'low' and 'high': expected integers for an int knob")
+            if low > high:
+                raise DeclarationError(f"{where}: key 'low' ({low}) is above 'high' ({high})")
+            log = spec.get("log", False)
+            if not isinstance(log, bool):
+                raise DeclarationError(f"{where}: key 'log': expected true or false")
+            if log and low <= 0:
+                raise DeclarationError(f"{where}: key 'low': a log-scaled knob needs low > 0, got {low}")
+            step = spec.get("step")
+            if step is not None and (not _number(step) or step <= 0 or (kind == "int" and not isinstance(step, int))):
+                raise DeclarationError(f"{where}: key 'step': expected a positive {kind}")
+            if step is not None and log:
+                raise DeclarationError(f"{where}: keys 'step' and 'log' cannot be combined")
+            checked[name] = {"type": kind, "low": low, "high": high, "log": log, "default": spec["default"]}
+            if step is not None:
+                checked[name]["step"] = step
+        try:
+            checked[name]["default"] = check_value(checked, name, spec["default"])
+        except ValueRefused as exc:
+            raise DeclarationError(f"{where}: key 'default': {exc}")
+    return checked
+
+
+def check_value(declaration, name, value):
+    """The value, typed, when it fits knob `name`; else ValueRefused with the range."""
+    if name not in declaration:
+        raise ValueRefused(f"unknown knob '{name}' (declared: {', '.join(sorted(declaration))})")
+    spec = declaration[name]
+    kind = spec["type"]
+    if kind == "categorical":
+        if value not in spec["choices"]:
+            raise ValueRefused(f"knob '{name}' must be one of {spec['choices']}, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueRefused(f"knob '{name}' must be an int in [{spec['low']}, {spec['high']}], got {value!r}")
+    elif not _number(value):
+        raise ValueRefused(f"knob '{name}' must be a float in [{spec['low']}, {spec['high']}], got {value!r}")
+    if not spec["low"] <= value <= spec["high"]:
+        raise ValueRefused(f"knob '{name}' must be in [{spec['low']}, {spec['high']}], got {value}")
+    return float(value) if kind == "float" else value
+
+
+def defaults(declaration):
+    return {name: spec["default"] for name, spec in declaration.items()}
+
+
+def sample(declaration, rng=None):
+    """One random point of the space (the built-in random tuner)."""
+    rng = rng or random.Random()
+    point = {}
+    for name, spec in declaration.items():
+        if spec["type"] == "categorical":
+            point[name] = rng.choice(spec["choices"])
+            continue
+        low, high = spec["low"], spec["high"]
+        if spec["log"]:
+            value = math.exp(rng.uniform(math.log(low), math.log(high)))
+        else:
+            value = rng.uniform(low, high)
+        step = spec.get("step")
+        if step:
+            value = low + round((value - low) / step) * step
+        if spec["type"] == "int":
+            value = int(round(value))
+        point[name] = min(max(value, low), high)
+    return point
+
+
+def load(folder):
+    """(declaration or None, warning or None) for the params.json in `folder`."""
+    path = os.path.join(folder, DECLARATION)
+    if not os.path.exists(path):
+        return None, None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return None, f"{DECLARATION} is not valid JSON ({exc}); scored on the submission's own defaults"
+    try:
+        return validate(raw), None
+    except DeclarationError as exc:
+        return None, f"{exc}; scored on the submission's own defaults"
+
+
+def params(folder=None):
+    """The current trial's knob values; outside a trial, the declared defaults."""
+    given = os.environ.get(ENV_VALUES)
+    if given:
+        return json.loads(given)
+    folder = folder or os.environ.get("HILLS_SUBMISSION") or os.getcwd()
+    declaration, _warning = load(folder)
+    return defaults(declaration) if declaration else {}

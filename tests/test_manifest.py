@@ -1,0 +1,212 @@
+"""hill.yaml validation and the check gate: every broken manifest, missing
+file or failing hill test is a FAIL line naming the key or file, `hills
+check` exits 1, and `hills commit` refuses (exit 1) without moving HEAD."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import git, run_cli
+from hills import manifest
+from hills.errors import UsageError
+
+# (what is broken, edit applied to the circle-packing hill.yaml, words the FAIL line must hold)
+MANIFEST_ERRORS = [
+    ("unknown-key", lambda t: t.replace("timeout: 60", "timout: 60"),
+     ["unknown key 'timout'"]),
+    ("mistyped-param-type", lambda t: t.replace("type: int\n", "type: integer\n"),
+     ["key 'params.n.type'", "expected one of int, float, str, bool, categorical", "got 'integer'"]),
+    ("missing-evaluator", lambda t: re.sub(r"evaluator:\n(  .*\n)+", "", t),
+     ["missing key 'evaluator'", "expected a mapping with shape and entry"]),
+    ("negative-timeout", lambda t: t.replace("timeout: 60", "timeout: -5"),
+     ["key 'timeout'", "expected a number of seconds greater than 0", "got -5"]),
+    ("bad-blobs-threshold", lambda t: t + "blobs:\n  threshold: lots\n",
+     ["key 'blobs.threshold'", "expected a size in bytes", "got 'lots'"]),
+    ("unknown-param-key", lambda t: t.replace("    primary: true\n", "    primary: true\n    lo: 1\n"),
+     ["unknown key 'params.n.lo'"]),
+    ("name-mismatch", lambda t: t.replace('name: "circle-packing"', 'name: "other"'),
+     ["key 'name'", "expected 'circle-packing' (the hill's folder name)", "got 'other'"]),
+    ("default-out-of-bounds", lambda t: t.replace("default: 26", "default: 500"),
+     ["key 'params.n.default'", "must be in [1, 100]", "got 500"]),
+    ("not-yaml", lambda t: t + "params: [unclosed\n",
+     ["not valid YAML"]),
+]
+
+
+@pytest.fixture
+def hill(shared_hill, project):
+    """The module's committed hill; any file a test changes is put back."""
+    saved = {rel: (shared_hill / rel).read_bytes() for rel in ("hill.yaml", "eval.py")}
+    head = git(shared_hill, "rev-parse", "HEAD").out.strip()
+    yield shared_hill
+    for rel, data in saved.items():
+        (shared_hill / rel).write_bytes(data)
+    shutil.rmtree(shared_hill / "tests" / "broken", ignore_errors=True)
+    extra = shared_hill / "tests" / "test_broken.py"
+    if extra.exists():
+        extra.unlink()
+    assert git(shared_hill, "rev-parse", "HEAD").out.strip() == head, "a refused commit moved HEAD"
+
+
+def fail_lines(result):
+    return [line.strip() for line in result.out.splitlines() if line.strip().startswith("FAIL ")]
+
+
+@pytest.mark.parametrize("case, edit, words", MANIFEST_ERRORS, ids=[c[0] for c in MANIFEST_ERRORS])
+def test_manifest_error_fails_check_and_commit(hill, case, edit, words):
+    path = hill / "hill.yaml"
+    path.write_text(edit(path.read_text()))
+
+    checked = run_cli("check", "circle-packing")
+    assert checked.code == 1, checked.output
+    lines = fail_lines(checked)
+    assert len(lines) == 1 and lines[0].split()[1] == "manifest", checked.out
+    assert str(path) in lines[0]
+    for word in words:
+        assert word in lines[0]
+    assert checked.out.rstrip().endswith("circle-packing: 1 check(s) failed")
+
+    as_json = json.loads(run_cli("check", "circle-packing", "--json").out)
+    assert as_json["passed"] is False
+    assert as_json["checks"][0]["check"] == "manifest" and as_json["checks"][0]["status"] == "fail"
+
+    committed = run_cli("commit", "circle-packing", "-m", "broken")
+    assert committed.code == 1, committed.output
+    assert committed.error_lines[0].startswith("error: hill 'circle-packing' failed check 'manifest': ")
+    for word in words:
+        assert word in committed.err
+    assert committed.out == ""
+
+
+def test_missing_evaluator_file_fails_layout(hill):
+    (hill / "eval.py").unlink()
+    checked = run_cli("check", "circle-packing")
+    assert checked.code == 1
+    assert fail_lines(checked) == ["FAIL  layout              missing: eval.py"]
+    committed = run_cli("commit", "circle-packing", "-m", "no evaluator")
+    assert committed.code == 1
+    assert committed.error_lines == ["error: hill 'circle-packing' failed check 'layout': missing: eval.py"]
+
+
+def test_evaluator_that_does_not_bind_fails_the_contract(hill):
+    (hill / "eval.py").write_text("def eval(submission, *, final=False):\n    return {}\n")
+    checked = run_cli("check", "circle-packing", "--no-tests")
+    assert checked.code == 1
+    lines = fail_lines(checked)
+    assert len(lines) == 1 and lines[0].startswith("FAIL  evaluator contract")
+    assert "tolerance" in lines[0] or "n" in lines[0]
+
+
+def test_failing_hill_tests_block_the_commit(hill):
+    (hill / "tests" / "test_broken.py").write_text("def test_always_fails():\n    assert 1 == 2\n")
+    checked = run_cli("check", "circle-packing")
+    assert checked.code == 1
+    lines = fail_lines(checked)
+    assert len(lines) == 1 and lines[0].startswith("FAIL  tests"), checked.out
+    assert "1 failed" in lines[0]
+    assert "test_always_fails" in checked.out
+    # --no-tests skips exactly that check.
+    assert run_cli("check", "circle-packing", "--no-tests").code == 0
+
+    committed = run_cli("commit", "circle-packing", "-m", "broken tests")
+    assert committed.code == 1
+    assert committed.error_lines[0].startswith("error: hill 'circle-packing' failed check 'tests': ")
+    assert "nothing was committed" in committed.err
+
+
+def test_check_passes_on_a_good_hill(hill):
+    checked = run_cli("check", "circle-packing")
+    assert checked.code == 0, checked.output
+    names = [line.split()[1] for line in checked.out.splitlines() if line.strip().startswith("ok")]
+    assert names == ["manifest", "layout", "dependencies", "evaluator", "tests"]
+    assert checked.out.rstrip().endswith("circle-packing: all checks passed")
+
+
+def test_nothing_to_commit(hill):
+    head = git(hill, "rev-parse", "HEAD").out.strip()
+    committed = run_cli("commit", "circle-packing", "-m", "again")
+    assert committed.code == 1
+    assert committed.error_lines == [f"error: nothing to commit: hill 'circle-packing' is unchanged since {head[:12]}"]
+    assert committed.out == ""
+
+
+def test_empty_commit_message_is_a_usage_error(hill):
+    committed = run_cli("commit", "circle-packing", "-m", " ")
+    assert committed.code == 2
+    assert committed.error_lines == ["error: empty commit message"]
+
+
+def test_missing_message_option_is_a_usage_error(hill):
+    committed = run_cli("commit", "circle-packing")
+    assert committed.code == 2
+    assert committed.error_lines == ["error: missing option '-m' / '--message'"]
+
+
+def test_unknown_hill_is_a_usage_error(project):
+    result = run_cli("check", "nope")
+    assert result.code == 2
+    assert result.error_lines == ["error: no hill named 'nope'"]
+    assert "hint: see 'hills list'" in result.err
+
+
+# The core function, without the CLI: every error names the file and the key.
+
+BASE = """spec: 1
+name: demo
+version: "1"
+evaluator: {shape: function, entry: eval.py}
+"""
+
+
+def parse(extra="", base=BASE):
+    return manifest.parse_text(base + extra, "demo/hill.yaml", "demo")
+
+
+def test_parse_defaults():
+    parsed = parse()
+    assert parsed["timeout"] == manifest.DEFAULT_TIMEOUT
+    assert parsed["blobs"] == {"track": [], "threshold": manifest.DEFAULT_BLOB_THRESHOLD}
+    assert parsed["params"] == {} and parsed["metrics"] == [] and parsed["replicates"] == 1
+
+
+@pytest.mark.parametrize("threshold, size", [("1KB", 1000), ("1KiB", 1024), ("2 MB", 2_000_000), (512, 512)])
+def test_parse_sizes(threshold, size):
+    assert parse(f"blobs: {{threshold: {threshold!r}}}\n")["blobs"]["threshold"] == size
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("timout: 5\n", "'demo/hill.yaml': unknown key 'timout'"),
+    ("timeout: 0\n", "'demo/hill.yaml': key 'timeout': expected a number of seconds greater than 0, got 0"),
+    ("timeout: .nan\n", "key 'timeout'"),
+    ("params: {k: {type: integer, default: 1}}\n", "key 'params.k.type': expected one of"),
+    ("params: {k: {type: int}}\n", "missing key 'params.k.default'"),
+    ("params: {k: {type: int, default: 1.5}}\n", "key 'params.k.default'"),
+    ("params: {k: {type: categorical, default: a, choices: []}}\n",
+     "key 'params.k.choices': expected a non-empty list"),
+    ("blobs: {threshold: -1}\n", "key 'blobs.threshold': expected a size in bytes"),
+    ("blobs: {treshold: 1}\n", "unknown key 'blobs.treshold'"),
+    ("metrics: [{name: m, direction: up}]\n", "key 'metrics[0].direction': expected max or min, got 'up'"),
+    ("replicates: 0\n", "key 'replicates': expected an integer >= 1, got 0"),
+    ("sandbox: docker\n", "key 'sandbox': expected auto, bwrap or none, got 'docker'"),
+])
+def test_parse_errors_name_file_and_key(extra, words):
+    with pytest.raises(UsageError) as caught:
+        parse(extra)
+    assert words in caught.value.message
+
+
+def test_parse_missing_spec():
+    with pytest.raises(UsageError) as caught:
+        parse(base=BASE.replace("spec: 1\n", ""))
+    assert caught.value.message == "'demo/hill.yaml': missing key 'spec': expected the integer 1"
+
+
+def test_command_evaluator_needs_metrics():
+    base = BASE.replace("{shape: function, entry: eval.py}", "{shape: command, entry: ./verify.sh}")
+    with pytest.raises(UsageError) as caught:
+        parse(base=base)
+    assert "missing key 'metrics'" in caught.value.message
+    parsed = parse("metrics: [{name: score, direction: max}]\n", base=base)
+    assert parsed["evaluator"] == {"shape": "command", "entry": ["./verify.sh"]}

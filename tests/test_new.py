@@ -1,0 +1,172 @@
+"""`hills new` and `hills examples`: what a new hill is made of, which names
+and templates are refused, and that a refused or failed creation leaves
+nothing behind and never touches the user's own repository."""
+
+import json
+import os
+import stat
+import subprocess
+
+import pytest
+
+from conftest import BIN_DIR, run_bin, run_cli
+
+
+def tree_snapshot(folder):
+    """{relative path: bytes} of every file under `folder`."""
+    found = {}
+    for current, _dirs, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(current, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, folder)] = handle.read()
+    return found
+
+
+def test_new_lays_out_the_hill(project, hermetic):
+    result = run_cli("new", "circle-packing", "-t", "circle-packing")
+    assert result.code == 0, result.output
+    hill = project / ".hills" / "circle-packing"
+    assert result.out.strip() == str(hill)
+    assert "created .hills/circle-packing" in result.err
+    assert (project / ".hills" / ".gitignore").read_text() == "*\n"
+    for rel in ("hill.yaml", "README.md", "eval.py", "pyproject.toml", "uv.lock", "examples/grid/circles.json",
+                "tests/test_eval.py"):
+        assert (hill / rel).is_file(), rel
+    assert "{{name}}" not in (hill / "hill.yaml").read_text()
+    hook = hill / ".vc" / "hooks" / "pre-commit"
+    assert hook.is_file() and hook.stat().st_mode & stat.S_IXUSR
+    assert "hills hook pre-commit" in hook.read_text()
+    head = run_bin("git", "--git-dir=.vc", "symbolic-ref", "HEAD", cwd=hill)
+    assert head.out.strip() == "refs/heads/main"
+    registry = json.loads((hermetic.hills_home / "registry.json").read_text())
+    assert registry["hills"]["circle-packing"]["path"] == str(hill)
+    assert registry["hills"]["circle-packing"]["tree_hash"] is None
+    key = hermetic.hills_home / "key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    # No staging folder is left next to the hill.
+    assert sorted(os.listdir(project / ".hills")) == [".gitignore", "circle-packing"]
+
+
+def test_new_never_touches_the_users_repository(project):
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "notes.txt").write_text("mine\n")
+    subprocess.run(["git", "add", "notes.txt"], cwd=project, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "user commit"], cwd=project, check=True)
+    before = tree_snapshot(project / ".git")
+    result = run_cli("new", "demo")
+    assert result.code == 0, result.output
+    status = run_bin("git", "status", "--porcelain", "--untracked-files=all", cwd=project)
+    assert status.code == 0 and status.out == ""
+    assert tree_snapshot(project / ".git") == before
+    assert (project / "notes.txt").read_text() == "mine\n"
+
+
+def test_examples_lists_both_templates(project):
+    result = run_cli("examples")
+    assert result.code == 0
+    names = [line.split()[0] for line in result.out.splitlines()]
+    assert names == ["circle-packing", "default"]
+    assert "circles" in result.out
+    as_json = json.loads(run_cli("examples", "--json").out)
+    assert set(as_json) == {"circle-packing", "default"}
+
+
+@pytest.mark.parametrize("name", ["Bad", "../x", "a/b", "", "a" * 64, "-x", "x.lock", "a..b"])
+def test_bad_names_are_refused_and_leave_nothing(project, hermetic, name):
+    result = run_cli("new", "--", name)
+    assert result.code == 2, result.output
+    assert result.error_lines == [f"error: invalid hill name '{name}'"]
+    assert "hint: use 1-63 lowercase letters" in result.err
+    assert not (project / ".hills").exists()
+    assert not (project.parent / "x").exists()
+    assert os.listdir(project) == []
+
+
+def test_longest_name_is_accepted(project):
+    assert run_cli("new", "a" * 63).code == 0
+
+
+def test_existing_hill_name_is_refused(project):
+    assert run_cli("new", "demo").code == 0
+    before = tree_snapshot(project / ".hills")
+    result = run_cli("new", "demo", "-t", "circle-packing")
+    assert result.code == 2
+    assert result.error_lines[0].startswith("error: hill 'demo' already exists at ")
+    assert tree_snapshot(project / ".hills") == before
+
+
+def test_name_registered_elsewhere_is_refused(project, tmp_path, monkeypatch):
+    assert run_cli("new", "demo").code == 0
+    other = tmp_path / "other-project"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    result = run_cli("new", "demo")
+    assert result.code == 2
+    assert "error: a hill named 'demo' is already registered at" in result.err
+    assert not (other / ".hills").exists()
+
+
+def test_unknown_template_names_the_available_ones(project):
+    result = run_cli("new", "demo", "-t", "nope")
+    assert result.code == 2
+    assert result.error_lines == ["error: unknown template 'nope'"]
+    assert "hint: available templates: circle-packing, default" in result.err
+    assert not (project / ".hills").exists()
+
+
+def test_missing_uv_is_an_environment_problem(project, monkeypatch, hermetic):
+    monkeypatch.setenv("HILLS_UV", "/nonexistent")
+    result = run_cli("new", "demo")
+    assert result.code == 4
+    assert result.error_lines == ["error: uv not found at '/nonexistent' (from HILLS_UV)"]
+    assert os.listdir(project) == []
+    assert not (hermetic.hills_home / "registry.json").exists()
+
+
+@pytest.fixture
+def failing_uv(tmp_path):
+    fake = tmp_path / "fake-uv"
+    fake.write_text("#!/bin/sh\necho 'uv exploded' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    return fake
+
+
+def test_failed_step_leaves_nothing_behind(project, monkeypatch, failing_uv, hermetic):
+    monkeypatch.setenv("HILLS_UV", str(failing_uv))
+    result = run_cli("new", "demo")
+    assert result.code == 4
+    assert result.error_lines[0].startswith(f"error: command failed with exit code 3: {failing_uv} lock ")
+    assert "uv exploded" in result.err
+    assert os.listdir(project) == []
+    registry = hermetic.hills_home / "registry.json"
+    assert not registry.exists() or "demo" not in json.loads(registry.read_text())["hills"]
+
+
+def test_failed_step_keeps_existing_hills(project, monkeypatch, failing_uv):
+    assert run_cli("new", "first").code == 0
+    before = tree_snapshot(project / ".hills")
+    monkeypatch.setenv("HILLS_UV", str(failing_uv))
+    assert run_cli("new", "second").code == 4
+    assert tree_snapshot(project / ".hills") == before
+
+
+def test_missing_git_is_an_environment_problem(project, hermetic, python_bin):
+    env = dict(os.environ)
+    # bin/ and a python3 only: no git anywhere on PATH.
+    env["PATH"] = os.pathsep.join([str(BIN_DIR), str(python_bin)])
+    result = run_bin("hills", "new", "demo", cwd=project, env=env)
+    assert result.code == 4, result.output
+    assert result.error_lines == ["error: git is not installed or not on PATH"]
+    assert "hint: install git" in result.err
+    assert "Traceback" not in result.err
+    assert os.listdir(project) == []
+
+
+def test_new_through_the_real_executable(project):
+    result = run_bin("hills", "new", "demo", cwd=project)
+    assert result.code == 0, result.output
+    assert result.out.strip() == str(project / ".hills" / "demo")
+    listed = run_bin("git", "hill", "list", "--json", cwd=project)
+    assert listed.code == 0, listed.output
+    assert [row["name"] for row in json.loads(listed.out)] == ["demo"]
