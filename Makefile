@@ -15,7 +15,7 @@ quickstart: $(BIN)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/quickstart.sh
 
 test: $(BIN)/.installed
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.bench

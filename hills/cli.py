@@ -265,10 +265,19 @@ def describe_command(name, as_json):
 @json_option
 def list_command(as_json):
     """List the hills registered on this machine."""
+    from . import evaluate, hill
+
     registry = state.load_registry()["hills"]
-    rows = [{"name": name, "path": entry["path"], "tree_hash": entry.get("tree_hash"),
-             "exists": os.path.isfile(os.path.join(entry["path"], "hill.yaml"))}
-            for name, entry in sorted(registry.items())]
+    rows = []
+    for name, entry in sorted(registry.items()):
+        exists = os.path.isfile(os.path.join(entry["path"], "hill.yaml"))
+        tree_hash = entry.get("tree_hash")
+        if exists and os.path.isdir(os.path.join(entry["path"], ".vc")):
+            # HEAD, not the registry: a plain git commit moves it too.
+            target = hill.Hill(entry["path"])
+            head = target.repo.head()
+            tree_hash = evaluate.pinned_tree(target, head) if head else None
+        rows.append({"name": name, "path": entry["path"], "tree_hash": tree_hash, "exists": exists})
     if as_json:
         emit_json(rows)
         return

@@ -138,8 +138,6 @@ def test_plain_commit_keeps_private_content_out_of_git(committed_hill):
     assert git(hill, "status", "--porcelain").out == ""
 
 
-@pytest.mark.xfail(strict=True, reason="hills list reads the tree hash from the registry, which only "
-                                       "`hills commit` updates; a plain git commit leaves it stale (cli.py)")
 def test_list_shows_the_tree_of_a_plain_git_commit(committed_hill):
     hill = committed_hill
     with open(hill / "README.md", "a", encoding="utf-8") as handle:
