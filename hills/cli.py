@@ -58,17 +58,29 @@ def main_group():
 @click.argument("name")
 @click.option("-t", "--template", metavar="TEMPLATE", default="default", show_default=True,
               help="Template to start from (see 'hills examples').")
-def new_command(name, template):
+@click.option("--from-hillclimb", "hillclimb_dir", metavar="DIR",
+              help="Import the hillclimb problem folder DIR instead of a template.")
+def new_command(name, template, hillclimb_dir):
     """Create the hill NAME under .hills/ in the current folder.
 
     Creates .hills/.gitignore (so the folder hides itself from your project's
     git), the hill folder from TEMPLATE, its own git dir .vc with the
     pre-commit hook installed, and registers the hill in machine state. No
     file of yours is touched; a refused name or a failed step leaves nothing.
+    With --from-hillclimb, the hill is converted from a hillclimb problem
+    folder instead (see docs/hillclimb.md); its held-out inputs go to private/.
     """
     from . import hill
 
-    created = hill.create(name, template)
+    if hillclimb_dir is not None:
+        from . import hillclimb
+
+        if template != "default":
+            raise errors.UsageError("--template and --from-hillclimb cannot be combined")
+        created = hillclimb.new_hill(name, hillclimb_dir, warn=say)
+        template = f"hillclimb problem {created['import']['problem']} ({created['import']['shape']})"
+    else:
+        created = hill.create(name, template)
     if created["home_created"]:
         say(f"hills: created machine state at {state.home()}")
     emit(created["path"])
@@ -309,8 +321,13 @@ def home_command():
 @click.option("-v", "--verbose", is_flag=True, help="Stream the evaluator's output to stderr.")
 @click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
               help="Also write the report to FILE.")
+@click.option("--repeat", type=click.IntRange(min=1), metavar="N",
+              help="Run N replicates (seeds 0..N-1); metrics are medians, with their spread.")
+@click.option("-k", "--knob", "knobs", metavar="NAME=VALUE", multiple=True,
+              help="Set a knob the submission declares in params.json (repeatable); refused outside its range.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one line of JSON and no summary.")
-def eval_command(submission, hill_name, params, final, force, current, queue, verbose, output, as_json):
+def eval_command(submission, hill_name, params, final, force, current, queue, verbose, output, as_json, repeat,
+                 knobs):
     """Score the submission folder DIR against a hill's committed evaluator.
 
     Pins the hill's HEAD (a dirty hill is an error), verifies private data
@@ -324,7 +341,7 @@ def eval_command(submission, hill_name, params, final, force, current, queue, ve
 
     target = hill.resolve(hill_name)
     request = evaluate.Request(target, submission, params, final=final, force=force, current=current,
-                               queue=queue, verbose=verbose)
+                               queue=queue, verbose=verbose, repeat=repeat, knobs=list(knobs) or None)
     if output:
         _check_output_path(output)
     report = evaluate.evaluate(request, say=say)
@@ -355,6 +372,15 @@ def _eval_summary(report, submission):
     if report["params"]:
         say("  params       " + "  ".join(f"{k}={v}" for k, v in report["params"].items()))
     say(f"  {summary_line(report)}")
+    for name, spread in (report.get("spread") or {}).items():
+        say(f"  spread       {name}: min {spread['min']:.6g}  max {spread['max']:.6g}  MAD {spread['mad']:.6g}"
+            f"  over {spread['n']} replicates")
+    if report.get("trial"):
+        say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
+    if report.get("unit_tests"):
+        say(f"  unit tests   {'passed' if report['unit_tests']['passed'] else 'FAILED'}")
+    for warning in report.get("warnings", []):
+        say(f"  warning      {warning}")
     if report.get("config"):
         say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
                                          for c in report["config"]) + "   (* = primary)")
@@ -364,6 +390,44 @@ def _eval_summary(report, submission):
         say("  note         the hill had uncommitted changes; its last commit was scored (--force)")
     if report["official_reason"]:
         say(f"  unofficial   {report['official_reason']}")
+
+
+@main_group.command("tune", context_settings=CONTEXT)
+@click.argument("submission", metavar="DIR", type=click.Path(file_okay=False, path_type=str))
+@click.option("-H", "--hill", "hill_name", metavar="NAME", required=True, help="The hill to score against.")
+@click.option("--budget", type=int, required=True, metavar="N", help="Number of trials (evaluator runs), at least 1.")
+@click.option("--tuner", type=click.Choice(["random", "optuna"]), default="random", show_default=True,
+              help="How trial values are chosen; optuna needs the hills[optuna] extra.")
+@click.option("--parallel", type=int, default=1, show_default=True, metavar="K", help="Trials run at once.")
+@click.option("-p", "--param", "params", metavar="NAME=VALUE", multiple=True,
+              help="Set a hill param for every trial (repeatable), as for 'hills eval'.")
+@click.option("--seed", type=int, metavar="SEED", help="Seed of the tuner's own random choices.")
+@json_option
+def tune_command(submission, hill_name, budget, tuner, parallel, params, seed, as_json):
+    """Tune the knobs a submission declares in params.json.
+
+    Runs BUDGET trials, each a full 'hills eval' with its own knob values:
+    a signed, logged report like any other. Trial 0 uses the declared
+    defaults. The candidate's score is its best passing trial; its knob
+    values are written beside DIR as DIR.best-params.json. Exits 1 when no
+    trial passed.
+    """
+    from . import hill, tune
+
+    target = hill.resolve(hill_name)
+    result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say)
+    if as_json:
+        emit_json(result)
+    elif result["best"]:
+        best = result["best"]
+        emit(f"best trial {best['trial']}: " + "  ".join(f"{m['name']}={m['value']:.6g} ({m['direction']})"
+                                                          for m in best["metrics"]))
+        emit("  knobs  " + "  ".join(f"{k}={v}" for k, v in best["knobs"].items()))
+        emit(f"  written to {result['best_params_file']}")
+    else:
+        emit("no trial passed")
+    if not result["best"]:
+        raise SystemExit(errors.EXIT_NO)
 
 
 @main_group.command("verify", context_settings=CONTEXT)
@@ -380,6 +444,26 @@ def verify_command(reports):
     code = verify.render(verify.check(reports))
     if code:
         raise SystemExit(code)
+
+
+@main_group.command("show", context_settings=CONTEXT)
+@click.argument("report_path", metavar="REPORT")
+def show_command(report_path):
+    """Render a report for a person: verdict, metrics, breakdown, instances.
+
+    Shows whether the signature is valid, the status and reason, metrics with
+    their replicate spread, side metrics, unit tests, the report block with
+    its worst segment first, and the instances worst first. Exits 1 when the
+    signature is INVALID (the report is still shown, marked as such).
+    """
+    from . import show, signing
+
+    report = signing.load_report(report_path)
+    ok, reason = signing.verify(report, state.load_key())
+    verdict = "signature valid" if ok else f"signature INVALID ({reason})"
+    show.render(report, verdict, emit)
+    if not ok:
+        raise SystemExit(errors.EXIT_NO)
 
 
 @main_group.command("sign", context_settings=CONTEXT)

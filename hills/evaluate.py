@@ -8,7 +8,8 @@ import shutil
 import sys
 import time
 
-from . import chain, locks, manifest, report as report_module, runner, signing, snapshot, state, uvenv
+from . import (chain, command, locks, manifest, replicates, report as report_module, runner, signing, snapshot,
+               spaces, state, uvenv)
 from .errors import EnvironmentProblem, HillsError, Refused, UsageError
 from .git import lineage
 
@@ -24,7 +25,11 @@ ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM
 
 class Request:
     def __init__(self, hill, submission, params=(), final=False, force=False, current=False,
-                 queue=False, verbose=False):
+                 queue=False, verbose=False, repeat=None, knobs=None):
+        self.repeat = repeat
+        # Trial values for the submission's params.json: texts from --knob,
+        # or typed values from the tuner.
+        self.knobs = knobs
         self.hill = hill
         self.submission = submission
         self.param_texts = list(params)
@@ -203,25 +208,43 @@ class _Resource:
             self._ctx.__exit__(*exc)
 
 
-def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose):
+def sdk_path():
+    """A folder holding a tiny `hills` package (spaces only) for the PYTHONPATH
+    of evaluators and submissions, whose environments do not install hills."""
+    identity = report_module.tool_identity()["sha256"][:16]
+    root = os.path.join(state.home(), "sdk", identity)
+    package = os.path.join(root, "hills")
+    if not os.path.isfile(os.path.join(package, "spaces.py")):
+        staging = root + f".tmp-{os.getpid()}"
+        os.makedirs(os.path.join(staging, "hills"), exist_ok=True)
+        with open(os.path.join(staging, "hills", "__init__.py"), "w", encoding="utf-8") as handle:
+            handle.write('"""The part of hills that submitted code may import."""\n')
+        shutil.copy2(spaces.__file__, os.path.join(staging, "hills", "spaces.py"))
+        try:
+            os.rename(staging, root)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return root
+
+
+def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose, extra_env, tag):
     """Run a function-shape evaluator through the shim; (core or None, status, reason, outcome)."""
     request = {"hill_dir": run_hill_dir, "entry": spec["evaluator"]["entry"], "submission": submission_dir,
                "final": final, "params": params}
-    env = evaluator_env(python, {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": "holdout" if final else "validation"})
+    env = evaluator_env(python, extra_env)
     # The fd number is only known once the pipe exists; the shim reads it from env.
     argv = [python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)]
     outcome = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
-                         stdout_path=os.path.join(run_dir, "stdout.log"),
-                         stderr_path=os.path.join(run_dir, "stderr.log"), verbose=verbose, result_pipe=True)
-    if outcome.interrupted:
-        return None, "interrupted", "interrupted by the user (Ctrl-C)", outcome
-    if outcome.timed_out:
-        return None, "buggy", f"timed out after {spec['timeout']}s (watchdog); the evaluator's processes were killed", outcome
+                         stdout_path=os.path.join(run_dir, f"stdout{tag}.log"),
+                         stderr_path=os.path.join(run_dir, f"stderr{tag}.log"), verbose=verbose, result_pipe=True)
+    failure = _failure(spec, outcome, run_dir)
+    if failure:
+        return None, failure[0], failure[1], outcome
     if outcome.result_overflow:
         return None, "buggy", f"the result was larger than {runner.RESULT_CAP} bytes", outcome
     raw = outcome.result_bytes or b""
     if not raw:
-        return None, "buggy", f"the evaluator produced no result ({outcome.describe_exit()}); see stderr.log in {run_dir}", outcome
+        return None, "buggy", f"the evaluator produced no result ({outcome.describe_exit()}); see stderr{tag}.log in {run_dir}", outcome
     try:
         message = json.loads(raw)
     except ValueError as exc:
@@ -234,6 +257,104 @@ def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, fi
         return None, "buggy", f"malformed result: {exc}", outcome
     status = "passing" if core["passed"] else "failing"
     return core, status, None if core["passed"] else core["details"].get("reason"), outcome
+
+
+def _failure(spec, outcome, run_dir):
+    """(status, reason) when the process was interrupted or timed out."""
+    if outcome.interrupted:
+        if outcome.stop_signal in (None, "SIGINT"):
+            return "interrupted", "interrupted by the user (Ctrl-C)"
+        return "interrupted", f"interrupted by {outcome.stop_signal}"
+    if outcome.timed_out:
+        return "buggy", f"timed out after {spec['timeout']}s (watchdog); the evaluator's processes were killed"
+    return None
+
+
+def run_command(spec, python, run_dir, submission_dir, params, final, verbose, extra_env, tag):
+    """Run a command-shape verifier; (core or None, status, reason, outcome)."""
+    result_path = os.path.join(run_dir, f"result{tag}.json")
+    if os.path.lexists(result_path):  # only the verifier of this run may write it
+        os.unlink(result_path)
+    env = evaluator_env(python, extra_env)
+    env.update(command.environment(python=python, result_path=result_path, submission_dir=submission_dir,
+                                   solution=os.path.join(submission_dir, "solution.py"),
+                                   split="holdout" if final else "validation",
+                                   seed=extra_env["HILLS_REPLICATE_SEED"], hill_dir=os.path.join(run_dir, "hill"),
+                                   trial=json.loads(extra_env["HILLS_PARAMS"]) if "HILLS_PARAMS" in extra_env else None))
+    # An argument naming a file of the hill is the hill's copy, whatever the
+    # submission holds under the same name (it cannot shadow the verifier).
+    hill_dir = os.path.join(run_dir, "hill")
+    argv = [os.path.join(hill_dir, part) if not os.path.isabs(part) and not part.startswith("-")
+            and os.path.isfile(os.path.join(hill_dir, part)) else part for part in spec["evaluator"]["entry"]]
+    outcome = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
+                         stdout_path=os.path.join(run_dir, f"stdout{tag}.log"),
+                         stderr_path=os.path.join(run_dir, f"stderr{tag}.log"), verbose=verbose)
+    failure = _failure(spec, outcome, run_dir)
+    if failure:
+        return None, failure[0], failure[1], outcome
+    if outcome.exit_code != 0:
+        return None, "buggy", f"the verifier failed ({outcome.describe_exit()}): the candidate is buggy; see stderr{tag}.log in {run_dir}", outcome
+    try:
+        parsed = command.parse_result(result_path)
+    except report_module.Malformed as exc:
+        return None, "buggy", f"malformed result: {exc}", outcome
+    return command.core_from_result(spec, params, final, parsed), "passing", None, outcome
+
+
+def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_env, verbose):
+    """Run the frozen unit tests against the submission: (ok, status, reason, record)."""
+    tests_dir = os.path.join(run_hill_dir, spec["unit_tests"]["path"])
+    if not os.path.isdir(tests_dir):
+        return False, "buggy", f"the frozen unit tests folder '{spec['unit_tests']['path']}' is missing from the hill", None
+    values = {"python": python, "solution": os.path.join(submission_dir, "solution.py"), "tests": tests_dir,
+              "submission": submission_dir}
+    try:
+        argv = [part.format(**values) for part in spec["unit_tests"]["command"]]
+    except (KeyError, IndexError, ValueError) as exc:
+        return False, "buggy", f"unit_tests.command has a bad placeholder: {exc}", None
+    env = evaluator_env(python, extra_env)
+    outcome = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
+                         stdout_path=os.path.join(run_dir, "unit_tests.log"),
+                         stderr_path=os.path.join(run_dir, "unit_tests.err.log"), verbose=verbose)
+    record = {"passed": outcome.exit_code == 0 and not outcome.timed_out and not outcome.interrupted,
+              "exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
+    failure = _failure(spec, outcome, run_dir)
+    if failure:
+        return False, failure[0], "unit tests: " + failure[1], record
+    if outcome.exit_code != 0:
+        return False, "failing", f"the frozen unit tests failed ({outcome.describe_exit()}); see unit_tests.log in {run_dir}", record
+    return True, "passing", None, record
+
+
+def resolve_knobs(req):
+    """(declaration, trial values or None, warning) for the submission's params.json."""
+    declaration, warning = spaces.load(req.submission) if os.path.isdir(req.submission) else (None, None)
+    given = req.knobs
+    if not given:
+        return declaration, (spaces.defaults(declaration) if declaration else None), warning
+    if declaration is None:
+        raise UsageError(f"--knob given, but submission '{req.submission}' has "
+                         + ("a malformed params.json: " + warning if warning else "no params.json declaring knobs"))
+    values = dict(spaces.defaults(declaration))
+    if isinstance(given, dict):
+        items = given.items()
+    else:
+        items = []
+        for text in given:
+            if "=" not in text:
+                raise UsageError(f"--knob '{text}': expected NAME=VALUE")
+            name, raw = text.split("=", 1)
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = raw
+            items.append((name.strip(), value))
+    for name, value in items:
+        try:
+            values[name] = spaces.check_value(declaration, name, value)
+        except spaces.ValueRefused as exc:
+            raise UsageError(f"refused: {exc}")
+    return declaration, values, warning
 
 
 # The shim is run through a tiny bootstrap so the result fd arrives by env
@@ -269,6 +390,12 @@ def evaluate(req, say=lambda message: None):
     else:
         spec = pinned_manifest(hill, tree_hash)
     params = resolve_params(spec, req.param_texts)
+    if not os.path.isdir(req.submission):
+        raise UsageError(f"submission '{req.submission}' is not a folder", hint="a submission is a folder; pass its path")
+    repeat = req.repeat if req.repeat is not None else spec["replicates"]
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise UsageError(f"--repeat expects an integer >= 1, got {repeat}")
+    declaration, trial, knob_warning = resolve_knobs(req)
     key = state.load_key()
     log_tree = None if req.current else tree_hash
     if req.final and official and spec["final"]["budget"] is not None:
@@ -286,17 +413,23 @@ def evaluate(req, say=lambda message: None):
         "config": [], "metrics": [], "details": {}, "params": params, "final": bool(req.final),
         "official": official, "official_reason": official_reason, "forced": forced, "trust": "evaluator",
         "tool": report_module.tool_identity(), "timestamp": report_module.timestamp(),
-        "report_version": report_module.REPORT_VERSION, "run_id": run_id,
+        "report_version": report_module.REPORT_VERSION, "run_id": run_id, "replicates": repeat,
     }
+    if trial is not None:
+        envelope["trial"] = trial
+    if knob_warning:
+        envelope["warnings"] = [knob_warning]
     with state.file_lock(os.path.join(run_dir, ".in-use")):
         try:
-            _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say)
-        except Refused as exc:
+            _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say)
+        except HillsError as exc:
+            # Refusals and environment failures are attempts too: logged, then reported.
             envelope.update(status="refused", passed=False, reason=exc.message)
             _finish(hill, head, log_tree, envelope, key)
             raise
         except KeyboardInterrupt:
-            envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
+            if envelope["status"] != "interrupted":  # else the runner already said which signal
+                envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
             _finish(hill, head, log_tree, envelope, key)
             raise
         _finish(hill, head, log_tree, envelope, key)
@@ -304,7 +437,7 @@ def evaluate(req, say=lambda message: None):
     return envelope
 
 
-def _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say):
+def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say):
     cache = locks.StatCache(hill.path)
     expected = {}
     if not req.current:
@@ -323,25 +456,59 @@ def _pipeline(req, hill, spec, head, tree_hash, params, run_dir, envelope, say):
         if expected[locks.PRIVATE_LOCK]:
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
         _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
-    submission_dir = os.path.join(run_dir, "submission")
-    envelope["submission_git"] = lineage(req.submission) if os.path.isdir(req.submission) else None
-    envelope["submission_hash"] = snapshot.snapshot(req.submission, submission_dir)
+    source_dir = os.path.join(run_dir, "source")
+    envelope["submission_git"] = lineage(req.submission)
+    envelope["submission_hash"] = snapshot.snapshot(req.submission, source_dir)
     env_key = tree_hash if not req.current else "work-" + uvenv.env_digest(hill.path)
     python = uvenv.ensure(hill.name, env_key, run_hill_dir)
-    if spec["exclusive"]:
-        resource = _Resource(spec["exclusive"], req.queue, say)
-    else:
-        resource = _Resource(None, False, say)
+    shape = spec["evaluator"]["shape"]
+    split = "holdout" if req.final else "validation"
+    sdk = sdk_path()
+
+    def replicate(seed):
+        """One replicate on a fresh copy of the snapshot: (core, status, reason, outcome)."""
+        tag = "" if repeat == 1 else f"-{seed}"
+        submission_dir = os.path.join(run_dir, "submission" + tag)
+        shutil.copytree(source_dir, submission_dir, symlinks=True)
+        extra = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": split, "HILLS_REPLICATE_SEED": str(seed),
+                 "PYTHONPATH": sdk}
+        if trial is not None:
+            extra["HILLS_PARAMS"] = json.dumps(trial, sort_keys=True)
+        if shape == "function":
+            return run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, req.final,
+                                req.verbose, extra, tag) + (submission_dir, extra)
+        try:
+            command.prepare_workdir(submission_dir, run_hill_dir)
+        except report_module.Malformed as exc:
+            raise Refused(str(exc))
+        return run_command(spec, python, run_dir, submission_dir, params, req.final, req.verbose,
+                           extra, tag) + (submission_dir, extra)
+
+    resource = _Resource(spec["exclusive"], req.queue, say)
+    cores, duration, dropped = [], 0.0, 0
+    status, reason = "passing", None
     with resource:
-        if spec["evaluator"]["shape"] != "function":
-            raise UsageError(f"hill '{hill.name}' uses a command evaluator, which this version cannot run yet")
-        core, status, reason, outcome = run_function(spec, python, run_dir, run_hill_dir, submission_dir,
-                                                     params, req.final, req.verbose)
-    envelope["duration_s"] = round(outcome.duration_s, 3)
-    if outcome.output_dropped:
-        envelope["output_dropped_bytes"] = outcome.output_dropped
-    if core:
-        envelope.update(core)
+        for seed in range(repeat):
+            core, status, reason, outcome, submission_dir, extra = replicate(seed)
+            duration += outcome.duration_s
+            dropped += outcome.output_dropped
+            if status in ("interrupted", "buggy"):
+                break
+            cores.append(core)
+            if seed == 0 and spec["unit_tests"] and status == "passing":
+                ok, status, reason, record = run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir,
+                                                            extra, req.verbose)
+                envelope["unit_tests"] = record
+                if not ok:
+                    break
+            if status != "passing":
+                break
+    envelope["duration_s"] = round(duration, 3)
+    if dropped:
+        envelope["output_dropped_bytes"] = dropped
+    if cores:
+        envelope.update(replicates.aggregate(cores))
+    envelope["replicates"] = len(cores)
     envelope.update(status=status, passed=status == "passing", reason=reason)
     if status == "interrupted":
         raise KeyboardInterrupt

@@ -119,13 +119,16 @@ def _escape_glob(path):
     return "".join("\\" + ch if ch in "*?[]!#\\ " else ch for ch in path)
 
 
-def create(name, template="default", project_dir=None):
-    """Create `.hills/NAME` from a template; on any failure leave nothing."""
+def create(name, template="default", project_dir=None, populate=None):
+    """Create `.hills/NAME` from a template; on any failure leave nothing.
+
+    `populate(staging)`, when given, writes the hill files instead of a
+    template (`hills new --from-hillclimb`); `template` then only labels it."""
     from . import uvenv
 
     manifest.validate_name(name)
     source = os.path.join(TEMPLATES_DIR, template)
-    if not template or "/" in template or not os.path.isfile(os.path.join(source, "hill.yaml")):
+    if populate is None and (not template or "/" in template or not os.path.isfile(os.path.join(source, "hill.yaml"))):
         raise UsageError(f"unknown template '{template}'",
                          hint="available templates: " + ", ".join(templates()))
     project_dir = os.path.abspath(project_dir or os.getcwd())
@@ -149,8 +152,11 @@ def create(name, template="default", project_dir=None):
             state.atomic_write(gitignore, "*\n")
         workdir = tempfile.mkdtemp(prefix=f".new-{name}-", dir=hills_dir)
         staging = os.path.join(workdir, name)
-        shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
-        for rel in ("hill.yaml", "README.md", "pyproject.toml"):
+        if populate is not None:
+            populate(staging)
+        else:
+            shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+        for rel in ("hill.yaml", "README.md", "pyproject.toml") if populate is None else ():
             path = os.path.join(staging, rel)
             if os.path.exists(path):
                 with open(path, encoding="utf-8") as handle:

@@ -19,7 +19,11 @@ class Malformed(Exception):
 def _finite(value, where):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Malformed(f"{where} must be a finite number, got {type(value).__name__} {value!r}")
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int beyond any float: no ranking could compare it
+        raise Malformed(f"{where} must be a finite number, got an int too large for a float")
+    if not finite:
         raise Malformed(f"{where} must be a finite number, got {value}")
     return value
 
@@ -64,8 +68,8 @@ def normalize_core(value):
         if not isinstance(entry.get("primary", False), bool):
             raise Malformed(f"{where}.primary must be true or false")
         item = entry.get("value")
-        if isinstance(item, float) and not math.isfinite(item):
-            raise Malformed(f"{where}.value must be finite, got {item}")
+        # Nested too: a NaN anywhere would only fail later, at signing, unlogged.
+        _check_json_finite(item, f"{where}.value")
         core_config.append({"name": entry["name"], "value": item, "primary": entry.get("primary", False)})
     details = value.get("details", {})
     if not isinstance(details, dict):

@@ -60,11 +60,17 @@ def _descendants(root_pids):
     return found
 
 
-def reap_everything(exclude=()):
-    """Kill every remaining descendant of this process; return how many."""
+def reap_everything(keep=frozenset()):
+    """Kill every descendant of this process except the children in `keep`
+    (those it had before the run) and their own trees; return how many.
+
+    Only those processes are waited for, never waitpid(-1): a caller running
+    evals in-process (a notebook, a test runner) keeps its other children
+    and their exit statuses.
+    """
     killed = 0
     for _ in range(50):
-        pids = _descendants(_children()) - set(exclude)
+        pids = _descendants(_children() - keep)
         if not pids:
             break
         for pid in pids:
@@ -75,12 +81,15 @@ def reap_everything(exclude=()):
                 pass
         deadline = time.monotonic() + 1
         while time.monotonic() < deadline:
-            try:
-                pid, _status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
+            waiting = _children() - keep
+            if not waiting:
                 break
-            if pid == 0:
-                time.sleep(0.005)
+            for pid in waiting:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            time.sleep(0.005)
     return killed
 
 
@@ -112,6 +121,24 @@ class _Pump(threading.Thread):
         os.close(self.pipe)
 
 
+class _TextEcho:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, chunk):
+        self.stream.write(chunk.decode("utf-8", "replace"))
+
+    def flush(self):
+        self.stream.flush()
+
+
+def _echo_stream():
+    """Where -v streams output: stderr's bytes, or its text when it has no
+    byte buffer (a notebook, a caller that redirected sys.stderr)."""
+    buffer = getattr(sys.stderr, "buffer", None)
+    return buffer if buffer is not None else _TextEcho(sys.stderr)
+
+
 class _ResultReader(threading.Thread):
     def __init__(self, fd, cap):
         super().__init__(daemon=True)
@@ -131,11 +158,45 @@ class _ResultReader(threading.Thread):
         os.close(self.fd)
 
 
+class _StopSignals:
+    """While the evaluator runs, SIGINT, SIGTERM and SIGHUP raise
+    KeyboardInterrupt: the evaluator has its own session, so only this process
+    can take its group down (a plain SIGTERM would leave it running). After the
+    first one, later ones are ignored so they cannot cut the cleanup short; one
+    arriving once disarmed (during cleanup) is kept in `pending`. Signals
+    already ignored (nohup) stay ignored."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.armed = True
+        self.pending = None
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self.previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum, frame):
+        for other in self.previous:
+            signal.signal(other, signal.SIG_IGN)
+        name = signal.Signals(signum).name
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt(name)
+        self.pending = self.pending or name
+
+    def restore(self):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
 class Outcome:
     def __init__(self):
         self.exit_code = None
         self.timed_out = False
         self.interrupted = False
+        self.stop_signal = None
         self.result_bytes = None
         self.result_overflow = False
         self.duration_s = 0.0
@@ -159,6 +220,7 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
     is passed to the child as an inherited fd, named in env HILLS_RESULT_FD
     and returned read in `Outcome.result_bytes`."""
     become_subreaper()
+    callers_children = frozenset(_children())
     outcome = Outcome()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -168,7 +230,7 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
         res_r, res_w = os.pipe()
         env = dict(env, HILLS_RESULT_FD=str(res_w))
         pass_fds = (res_w,)
-    echo_out = sys.stderr.buffer if verbose else None
+    echo_out = _echo_stream() if verbose else None
     pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
     started = time.monotonic()
     try:
@@ -184,19 +246,22 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
     if result_pipe:
         reader = _ResultReader(res_r, RESULT_CAP)
         reader.start()
+    stops = _StopSignals()
     try:
         try:
             outcome.exit_code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             outcome.timed_out = True
             _kill_group(process)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         outcome.interrupted = True
+        outcome.stop_signal = str(exc) or "SIGINT"
         _kill_group(process)
     finally:
+        stops.armed = False
         outcome.duration_s = time.monotonic() - started
         outcome.killed_leftovers = _end_group(process)
-        outcome.killed_leftovers += reap_everything()
+        outcome.killed_leftovers += reap_everything(keep=callers_children)
         for pump in pumps:
             pump.join(timeout=5)
         outcome.output_dropped = sum(p.dropped for p in pumps)
@@ -204,6 +269,9 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
             reader.join(timeout=5)
             outcome.result_bytes = bytes(reader.data)
             outcome.result_overflow = reader.overflow
+        stops.restore()
+    if stops.pending:
+        raise KeyboardInterrupt(stops.pending)
     return outcome
 
 

@@ -24,10 +24,14 @@ def check(paths, key=None):
     return results
 
 
-def render(results, out=sys.stdout, err=sys.stderr):
-    """Print one verdict per report; return the exit code (1 if any INVALID)."""
+def render(results, out=None, err=None):
+    """Print one verdict per report; return the exit code: 1 if any is
+    INVALID, 2 if any file could not be read as a report at all."""
     from .report import summary_line
 
+    # Looked up per call: a default bound at import would miss a redirected stdout.
+    out = out or sys.stdout
+    err = err or sys.stderr
     worst = 0
     for path, ok, reason, report in results:
         label = f"  ({path})" if len(results) > 1 else ""
@@ -40,15 +44,19 @@ def render(results, out=sys.stdout, err=sys.stderr):
             who = f"hills {tool.get('version')}" if tool.get("version") else "hills"
             trust = "" if report.get("official") else f"  [unofficial: {report.get('official_reason') or report.get('trust')}]"
             out.write(f"  signed {report.get('timestamp', '?')} by {who}{trust}\n")
+        elif report is None:
+            # Not a report (missing, not JSON): a usage error, not a verdict.
+            worst = 2
+            out.flush()
+            err.write(f"error: {reason}\n")
         else:
-            worst = 1
-            if report is None:
-                out.write(f"signature INVALID: {reason}{label}\n")
-            elif reason == "no signature":
+            worst = max(worst, 1)
+            if reason == "no signature":
                 out.write(f"signature INVALID: the report carries no signature{label}\n")
             else:
                 out.write(f"signature INVALID: {INVALID_TEXT}{label}\n")
     out.flush()
+    err.flush()
     return worst
 
 

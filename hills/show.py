@@ -1,0 +1,90 @@
+"""`hills show`: one report rendered for a person: verdict, metrics with
+their spread, the report block worst segment first, and the instances."""
+
+from .report import summary_line
+
+
+def _number(value):
+    return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def _worst_first(rows, key, direction):
+    numeric = [r for r in rows if isinstance(r, dict) and isinstance(r.get(key), (int, float))]
+    others = [r for r in rows if r not in numeric]
+    return sorted(numeric, key=lambda r: r[key], reverse=direction == "min") + others
+
+
+def render(report, verdict_line, emit):
+    emit(verdict_line)
+    tree = (report.get("tree_hash") or "working tree")[:12]
+    emit(f"{report.get('hill', '?')} @ {tree}  {report.get('timestamp', '')}"
+         + ("" if report.get("official") else f"  (unofficial: {report.get('official_reason') or report.get('trust')})"))
+    emit(f"  status       {summary_line(report)}")
+    if report.get("reason"):
+        emit(f"  reason       {report['reason']}")
+    if report.get("submission_hash"):
+        emit(f"  submission   {report['submission_hash']}")
+    lineage = report.get("submission_git")
+    if lineage:
+        emit(f"  git          {lineage.get('ref')}{' (dirty)' if lineage.get('dirty') else ''}")
+    if report.get("params"):
+        emit("  params       " + "  ".join(f"{k}={_number(v)}" for k, v in report["params"].items()))
+    if report.get("trial"):
+        emit("  trial        " + "  ".join(f"{k}={_number(v)}" for k, v in report["trial"].items()))
+    if report.get("config"):
+        emit("  config       " + "  ".join(f"{c['name']}={_number(c['value'])}{'*' if c.get('primary') else ''}"
+                                         for c in report["config"]) + "   (* = primary)")
+    spread = report.get("spread") or {}
+    direction = "max"
+    if report.get("metrics"):
+        emit("metrics:")
+        direction = report["metrics"][0].get("direction", "max")
+        for metric in report["metrics"]:
+            line = f"  {metric['name']:<20} {_number(metric['value']):>12}  ({metric['direction']})"
+            if metric["name"] in spread:
+                s = spread[metric["name"]]
+                line += f"  spread min {_number(s['min'])} max {_number(s['max'])} MAD {_number(s['mad'])} over {s['n']}"
+            emit(line)
+    if report.get("side_metrics"):
+        emit("side metrics (recorded, not ranked):")
+        for name, value in report["side_metrics"].items():
+            emit(f"  {name:<20} {_number(value):>12}")
+    if report.get("unit_tests"):
+        tests = report["unit_tests"]
+        emit(f"unit tests:  {'passed' if tests.get('passed') else 'FAILED'}"
+             + (f" (exit code {tests.get('exit_code')})" if not tests.get("passed") else ""))
+    block = report.get("report")
+    if isinstance(block, dict):
+        emit("report" + (f" (self-reported)" if report.get("trust") == "self-reported" else "") + ":")
+        overall = block.get("overall")
+        if isinstance(overall, dict):
+            emit("  overall      " + "  ".join(f"{k}={_number(v)}" for k, v in overall.items()))
+        label = block.get("segment_label") or "segment"
+        zones = block.get("zones")
+        if isinstance(zones, list) and zones:
+            emit(f"  by {label} (worst first):")
+            for zone in _worst_first(zones, "score", direction):
+                if isinstance(zone, dict):
+                    name = zone.get("zone", "?")
+                    rest = "  ".join(f"{k}={_number(v)}" for k, v in zone.items() if k != "zone")
+                    emit(f"    {name:<18} {rest}")
+        for section in ("horizons", "quantiles", "worst_origins"):
+            rows = block.get(section)
+            if isinstance(rows, list) and rows:
+                emit(f"  {section.replace('_', ' ')}:")
+                for row in rows[:20]:
+                    if isinstance(row, dict):
+                        emit("    " + "  ".join(f"{k}={_number(v)}" for k, v in row.items()))
+        for key, value in block.items():
+            if key in ("overall", "segment_label", "zones", "horizons", "quantiles", "worst_origins", "version"):
+                continue
+            if value is not None:
+                emit(f"  {key}: {value}")
+    instances = report.get("instances")
+    if instances:
+        ordered = sorted(instances.items(), key=lambda item: item[1], reverse=direction == "min")
+        emit(f"instances ({len(ordered)}, worst first):")
+        for name, value in ordered[:50]:
+            emit(f"  {name:<20} {_number(value):>12}")
+        if len(ordered) > 50:
+            emit(f"  ... {len(ordered) - 50} more")

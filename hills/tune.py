@@ -1,0 +1,181 @@
+"""`hills tune`: spend evaluator runs on a submission's declared knobs.
+
+Every trial is a real `hills eval` (a signed, logged report carrying its
+knob values), run as its own process so parallel trials cannot reach each
+other's evaluators. The candidate's score is its best passing trial."""
+
+import concurrent.futures
+import json
+import os
+import random
+import subprocess
+import sys
+
+from . import rank, spaces, state
+from .errors import EnvironmentProblem, UsageError
+
+
+def load_declaration(submission):
+    declaration, warning = spaces.load(submission)
+    if declaration is None:
+        raise UsageError(warning or f"submission '{submission}' has no params.json declaring knobs",
+                         hint="declare knobs in params.json: {\"name\": {\"type\": \"int\", \"low\": 1, "
+                              "\"high\": 8, \"default\": 2}}")
+    return declaration
+
+
+class RandomTuner:
+    """The first trial is the declared defaults, then uniform random points
+    (log-uniform where `log` is set)."""
+
+    def __init__(self, declaration, direction, seed=None):
+        self.declaration = declaration
+        self.rng = random.Random(seed)
+        self.asked = 0
+
+    def ask(self):
+        self.asked += 1
+        values = spaces.defaults(self.declaration) if self.asked == 1 else spaces.sample(self.declaration, self.rng)
+        return None, values
+
+    def tell(self, handle, value):
+        pass
+
+
+class OptunaTuner:
+    def __init__(self, declaration, direction, seed=None):
+        try:
+            import optuna
+        except ImportError:
+            raise EnvironmentProblem("the optuna tuner needs optuna, which is not installed",
+                                     hint="pip install 'hills[optuna]', or use --tuner random")
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna = optuna
+        self.declaration = declaration
+        self.study = optuna.create_study(direction="maximize" if direction == "max" else "minimize",
+                                         sampler=optuna.samplers.TPESampler(seed=seed))
+        self.study.enqueue_trial(spaces.defaults(declaration))
+        distributions = optuna.distributions
+        self.space = {}
+        for name, spec in declaration.items():
+            if spec["type"] == "categorical":
+                self.space[name] = distributions.CategoricalDistribution(spec["choices"])
+            elif spec["type"] == "int":
+                self.space[name] = distributions.IntDistribution(spec["low"], spec["high"], log=spec["log"],
+                                                                 step=spec.get("step", 1))
+            else:
+                self.space[name] = distributions.FloatDistribution(spec["low"], spec["high"], log=spec["log"],
+                                                                   step=spec.get("step"))
+
+    def ask(self):
+        trial = self.study.ask(self.space)
+        return trial, dict(trial.params)
+
+    def tell(self, handle, value):
+        if value is None:
+            self.study.tell(handle, state=self.optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(handle, value)
+
+
+TUNERS = {"random": RandomTuner, "optuna": OptunaTuner}
+
+
+def run_trial(hill_path, submission, values, params, final, env):
+    argv = [sys.executable, "-m", "hills", "eval", submission, "-H", hill_path, "--json"]
+    for text in params:
+        argv += ["-p", text]
+    for name, value in values.items():
+        argv += ["-k", f"{name}={json.dumps(value)}"]
+    if final:
+        argv.append("--final")
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    try:
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        message = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
+        return None, message
+    return report, None
+
+
+def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), final=False, seed=None,
+         progress=lambda line: None):
+    if budget < 1:
+        raise UsageError(f"--budget expects at least 1 trial, got {budget}")
+    if parallel < 1:
+        raise UsageError(f"--parallel expects at least 1, got {parallel}")
+    if not os.path.isdir(submission):
+        raise UsageError(f"submission '{submission}' is not a folder")
+    declaration = load_declaration(submission)
+    if tuner_name not in TUNERS:
+        raise UsageError(f"unknown tuner '{tuner_name}'", hint="use random or optuna")
+    if tuner_name == "optuna":
+        try:
+            import optuna  # noqa: F401  (checked before any trial is spent)
+        except ImportError:
+            raise EnvironmentProblem("the optuna tuner needs optuna, which is not installed",
+                                     hint="pip install 'hills[optuna]', or use --tuner random")
+    # The direction of the first metric is only known from a report; the
+    # first trial (the defaults) tells it, the tuner starts from there.
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    trials = []
+
+    def record(index, values, report, error):
+        entry = {"trial": index, "knobs": values, "status": report["status"] if report else "error",
+                 "metrics": report["metrics"] if report else [], "reason": (report or {}).get("reason") or error,
+                 "run_id": report["run_id"] if report else None, "report": report}
+        trials.append(entry)
+        shown = "  ".join(f"{m['name']}={m['value']:.6g}" for m in entry["metrics"]) or entry["reason"] or ""
+        progress(f"trial {index:>3}  {entry['status']:<8} {shown}  "
+                 + "  ".join(f"{k}={v}" for k, v in values.items()))
+        return entry
+
+    first_values = spaces.defaults(declaration)
+    report, error = run_trial(hill.path, submission, first_values, params, final, env)
+    record(0, first_values, report, error)
+    direction = report["metrics"][0]["direction"] if report and report.get("metrics") else "max"
+    tuner = TUNERS[tuner_name](declaration, direction, seed)
+    if tuner_name == "random":
+        tuner.ask()  # the defaults were trial 0
+    else:
+        handle, _ = tuner.ask()
+        tuner.tell(handle, _score(report))
+
+    def one(index):
+        handle, values = tuner.ask()
+        report, error = run_trial(hill.path, submission, values, params, final, env)
+        return index, handle, values, report, error
+
+    remaining = list(range(1, budget))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        while remaining:
+            batch, remaining = remaining[:parallel], remaining[parallel:]
+            for index, handle, values, report, error in pool.map(one, batch):
+                record(index, values, report, error)
+                tuner.tell(handle, _score(report))
+
+    key = state.load_key()
+    ranked = rank.rank([(f"trial {t['trial']}", t["report"]) for t in trials if t["report"]], key)
+    best = None
+    for group in ranked["groups"]:
+        source = group["entries"][0]["source"]
+        best = next(t for t in trials if f"trial {t['trial']}" == source)
+        break
+    result = {"hill": hill.name, "submission": os.path.abspath(submission), "tuner": tuner_name,
+              "budget": budget, "trials": [{k: v for k, v in t.items() if k != "report"} for t in trials],
+              "best": None, "best_params_file": None}
+    if best:
+        path = os.path.abspath(submission).rstrip(os.sep) + ".best-params.json"
+        state.atomic_write(path, json.dumps(best["knobs"], indent=2, sort_keys=True) + "\n")
+        result["best"] = {"trial": best["trial"], "knobs": best["knobs"], "metrics": best["metrics"],
+                          "run_id": best["run_id"], "report": best["report"]}
+        result["best_params_file"] = path
+    return result
+
+
+def _score(report):
+    if not report or report.get("status") != "passing" or not report.get("metrics"):
+        return None
+    return report["metrics"][0]["value"]
