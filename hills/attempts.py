@@ -75,7 +75,8 @@ def collect(hill, current=False, tree_hash=None):
         items.append((f"seq {entry.get('seq')}", report))
     ranked = rank.rank(items, key)
     result["best"] = [{"primary": g["primary"], "source": g["entries"][0]["source"],
-                       "report": g["entries"][0]["report"], "candidates": len(g["entries"])}
+                       "report": g["entries"][0]["report"], "candidates": len(g["entries"]),
+                       "noise": len(g["entries"]) > 1 and g["entries"][1]["noise"]}
                       for g in ranked["groups"]]
     return result
 
@@ -103,7 +104,8 @@ def render(result, emit):
         for best in result["best"]:
             primary = "  ".join(f"{p['name']}={p['value']}" for p in best["primary"]) or "no primary config"
             emit(f"  [{primary}] {best['source']}: {summary_line(best['report'])} "
-                 f"(of {best['candidates']} passing)")
+                 f"(of {best['candidates']} passing)"
+                 + ("; its lead over the runner-up is within the replicate spread: noise" if best["noise"] else ""))
     chain_state = result["chain"]
     if chain_state["ok"]:
         emit(f"chain intact: {chain_state['count']} entr{'y' if chain_state['count'] == 1 else 'ies'}")

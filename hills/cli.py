@@ -598,7 +598,8 @@ def rank_command(reports, hill_name, as_json):
     result = rank.rank(items, state.load_key())
     if as_json:
         emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
-                                                    "report": e["report"]} for e in g["entries"]]}
+                                                    "noise": e["noise"], "report": e["report"]}
+                                                   for e in g["entries"]]}
                               for g in result["groups"]],
                    "apart": result["apart"]})
         return
@@ -609,8 +610,9 @@ def rank_command(reports, hill_name, as_json):
         emit(f"{group['hill']} @ {(group['tree_hash'] or '')[:12]}  [{primary}]")
         for entry in group["entries"]:
             report = entry["report"]
+            noise = "  (within noise of the one above)" if entry["noise"] else ""
             emit(f"  {entry['position']:>3}. {summary_line(report)}  {(report.get('submission_hash') or '')[:19]}  "
-                 f"{entry['source']}")
+                 f"{entry['source']}{noise}")
     if result["apart"]:
         emit("not ranked:")
         for entry in result["apart"]:

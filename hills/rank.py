@@ -4,6 +4,7 @@ lexicographically by metrics in their own directions."""
 import json
 
 from . import signing
+from .replicates import within_noise
 
 
 def primary_tuple(report):
@@ -58,6 +59,18 @@ def rank(items, key):
         ranked.append({"hill": hill, "tree_hash": tree_hash,
                        "primary": [{"name": n, "value": json.loads(v)} for n, v in primary],
                        "metric_order": [{"name": n, "direction": d} for n, d in order],
-                       "entries": [{"position": i + 1, "source": s, "report": r} for i, (s, r) in enumerate(members)]})
+                       "entries": _entries(members, order)})
     ranked.sort(key=lambda g: (g["hill"] or "", g["tree_hash"] or "", json.dumps(g["primary"])))
     return {"groups": ranked, "apart": apart}
+
+
+def _entries(members, order):
+    """Ranked entries; `noise` marks a report whose gap to the one above it is
+    within the replicate spread of either, so the order between them is noise."""
+    entries = []
+    for index, (source, report) in enumerate(members):
+        entry = {"position": index + 1, "source": source, "report": report, "noise": False}
+        if index and order:
+            entry["noise"] = within_noise(members[index - 1][1], report, order[0][0])
+        entries.append(entry)
+    return entries
