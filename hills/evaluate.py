@@ -8,8 +8,8 @@ import shutil
 import sys
 import time
 
-from . import (chain, command, locks, manifest, replicates, report as report_module, runner, signing, snapshot,
-               spaces, state, uvenv)
+from . import (chain, command, locks, manifest, replicates, report as report_module, runner, sandbox, sdk,
+               signing, snapshot, spaces, state, uvenv)
 from .errors import EnvironmentProblem, HillsError, Refused, UsageError
 from .git import lineage
 
@@ -41,18 +41,22 @@ class Request:
 
 
 def pinned_manifest(hill, tree_hash):
-    """The manifest at a committed tree, parsed once and cached as JSON."""
+    """The manifest at a committed tree, parsed once per hills version and
+    cached as JSON (a newer hills may read more keys from the same text)."""
     cache = os.path.join(state.state_dir(hill.name, tree_hash), "manifest.json")
+    tool = report_module.tool_identity()["sha256"]
     try:
         with open(cache, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (FileNotFoundError, ValueError):
+            cached = json.load(handle)
+        if cached.get("tool") == tool:
+            return cached["manifest"]
+    except (FileNotFoundError, ValueError, AttributeError, KeyError):
         pass
     text = hill.repo.show_blob(tree_hash, "hill.yaml")
     if text is None:
         raise Refused(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}")
     spec = manifest.parse_text(text, f"hill.yaml at {tree_hash[:12]}", hill.name)
-    state.atomic_write(cache, json.dumps(spec))
+    state.atomic_write(cache, json.dumps({"tool": tool, "manifest": spec}))
     return spec
 
 
@@ -208,18 +212,35 @@ class _Resource:
             self._ctx.__exit__(*exc)
 
 
+PYTHON_WRAPPER = """#!/bin/sh
+# $HILLS_PYTHON for command verifiers: the hill environment's Python. Run on
+# the submission's solution, it confines it (python -m hills.sdk).
+if [ -n "$HILLS_SOLUTION" ] && [ "$1" = "$HILLS_SOLUTION" ]; then
+    exec "$HILLS_REAL_PYTHON" -m hills.sdk "$HILLS_REAL_PYTHON" "$@"
+fi
+exec "$HILLS_REAL_PYTHON" "$@"
+"""
+
+
 def sdk_path():
-    """A folder holding a tiny `hills` package (spaces only) for the PYTHONPATH
-    of evaluators and submissions, whose environments do not install hills."""
+    """A folder holding a tiny `hills` package (spaces and sdk) for the
+    PYTHONPATH of evaluators and submissions, whose environments do not
+    install hills, and the `bin/python` wrapper of command verifiers."""
     identity = report_module.tool_identity()["sha256"][:16]
     root = os.path.join(state.home(), "sdk", identity)
-    package = os.path.join(root, "hills")
-    if not os.path.isfile(os.path.join(package, "spaces.py")):
+    if not os.path.isfile(os.path.join(root, "bin", "python")):
         staging = root + f".tmp-{os.getpid()}"
-        os.makedirs(os.path.join(staging, "hills"), exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(os.path.join(staging, "hills"))
+        os.makedirs(os.path.join(staging, "bin"))
         with open(os.path.join(staging, "hills", "__init__.py"), "w", encoding="utf-8") as handle:
-            handle.write('"""The part of hills that submitted code may import."""\n')
-        shutil.copy2(spaces.__file__, os.path.join(staging, "hills", "spaces.py"))
+            handle.write('"""The part of hills that evaluators and submitted code may import."""\n')
+        for module in (spaces, sdk):
+            shutil.copy2(module.__file__, os.path.join(staging, "hills", os.path.basename(module.__file__)))
+        wrapper = os.path.join(staging, "bin", "python")
+        with open(wrapper, "w", encoding="utf-8") as handle:
+            handle.write(PYTHON_WRAPPER)
+        os.chmod(wrapper, 0o755)
         try:
             os.rename(staging, root)
         except OSError:
@@ -227,13 +248,14 @@ def sdk_path():
     return root
 
 
-def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose, extra_env, tag):
+def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose, extra_env, tag,
+                 confinement):
     """Run a function-shape evaluator through the shim; (core or None, status, reason, outcome)."""
     request = {"hill_dir": run_hill_dir, "entry": spec["evaluator"]["entry"], "submission": submission_dir,
                "final": final, "params": params}
     env = evaluator_env(python, extra_env)
     # The fd number is only known once the pipe exists; the shim reads it from env.
-    argv = [python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)]
+    argv = confinement.evaluator([python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)], run_dir)
     outcome = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
                          stdout_path=os.path.join(run_dir, f"stdout{tag}.log"),
                          stderr_path=os.path.join(run_dir, f"stderr{tag}.log"), verbose=verbose, result_pipe=True)
@@ -270,13 +292,14 @@ def _failure(spec, outcome, run_dir):
     return None
 
 
-def run_command(spec, python, run_dir, submission_dir, params, final, verbose, extra_env, tag):
+def run_command(spec, python, run_dir, submission_dir, params, final, verbose, extra_env, tag, confinement,
+                wrapper):
     """Run a command-shape verifier; (core or None, status, reason, outcome)."""
     result_path = os.path.join(run_dir, f"result{tag}.json")
     if os.path.lexists(result_path):  # only the verifier of this run may write it
         os.unlink(result_path)
     env = evaluator_env(python, extra_env)
-    env.update(command.environment(python=python, result_path=result_path, submission_dir=submission_dir,
+    env.update(command.environment(python=wrapper, result_path=result_path, submission_dir=submission_dir,
                                    solution=os.path.join(submission_dir, "solution.py"),
                                    split="holdout" if final else "validation",
                                    seed=extra_env["HILLS_REPLICATE_SEED"], hill_dir=os.path.join(run_dir, "hill"),
@@ -286,7 +309,8 @@ def run_command(spec, python, run_dir, submission_dir, params, final, verbose, e
     hill_dir = os.path.join(run_dir, "hill")
     argv = [os.path.join(hill_dir, part) if not os.path.isabs(part) and not part.startswith("-")
             and os.path.isfile(os.path.join(hill_dir, part)) else part for part in spec["evaluator"]["entry"]]
-    outcome = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
+    env["HILLS_REAL_PYTHON"] = python
+    outcome = runner.run(confinement.evaluator(argv, submission_dir), cwd=submission_dir, env=env, timeout=spec["timeout"],
                          stdout_path=os.path.join(run_dir, f"stdout{tag}.log"),
                          stderr_path=os.path.join(run_dir, f"stderr{tag}.log"), verbose=verbose)
     failure = _failure(spec, outcome, run_dir)
@@ -301,7 +325,7 @@ def run_command(spec, python, run_dir, submission_dir, params, final, verbose, e
     return command.core_from_result(spec, params, final, parsed), "passing", None, outcome
 
 
-def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_env, verbose):
+def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_env, verbose, confinement, tag):
     """Run the frozen unit tests against the submission: (ok, status, reason, record)."""
     tests_dir = os.path.join(run_hill_dir, spec["unit_tests"]["path"])
     if not os.path.isdir(tests_dir):
@@ -313,6 +337,10 @@ def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_en
     except (KeyError, IndexError, ValueError) as exc:
         return False, "buggy", f"unit_tests.command has a bad placeholder: {exc}", None
     env = evaluator_env(python, extra_env)
+    # The tests run the submitted code: they get its confinement, plus their own folder.
+    config = confinement.submission_config(submission_dir, os.path.join(run_dir, f"scratch-tests{tag}"),
+                                           readable=[tests_dir])
+    argv = config["prefix"] + argv
     outcome = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
                          stdout_path=os.path.join(run_dir, "unit_tests.log"),
                          stderr_path=os.path.join(run_dir, "unit_tests.err.log"), verbose=verbose)
@@ -463,33 +491,39 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     python = uvenv.ensure(hill.name, env_key, run_hill_dir)
     shape = spec["evaluator"]["shape"]
     split = "holdout" if req.final else "validation"
-    sdk = sdk_path()
+    sdk_dir = sdk_path()
+    level = sandbox.level_for(spec)
+    confinement = sandbox.Confinement(level, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,
+                                      hill_dir=hill.path, env_dir=os.path.dirname(os.path.dirname(python)),
+                                      sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"])
+    wrapper = os.path.join(sdk_dir, "bin", "python")
 
     def replicate(seed):
         """One replicate on a fresh copy of the snapshot: (core, status, reason, outcome)."""
         tag = "" if repeat == 1 else f"-{seed}"
         submission_dir = os.path.join(run_dir, "submission" + tag)
         shutil.copytree(source_dir, submission_dir, symlinks=True)
+        config = confinement.submission_config(submission_dir, os.path.join(run_dir, "scratch" + tag))
         extra = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": split, "HILLS_REPLICATE_SEED": str(seed),
-                 "PYTHONPATH": sdk}
+                 "PYTHONPATH": sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
         if trial is not None:
             extra["HILLS_PARAMS"] = json.dumps(trial, sort_keys=True)
         if shape == "function":
             return run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, req.final,
-                                req.verbose, extra, tag) + (submission_dir, extra)
+                                req.verbose, extra, tag, confinement) + (submission_dir, extra, tag)
         try:
             command.prepare_workdir(submission_dir, run_hill_dir)
         except report_module.Malformed as exc:
             raise Refused(str(exc))
         return run_command(spec, python, run_dir, submission_dir, params, req.final, req.verbose,
-                           extra, tag) + (submission_dir, extra)
+                           extra, tag, confinement, wrapper) + (submission_dir, extra, tag)
 
     resource = _Resource(spec["exclusive"], req.queue, say)
     cores, duration, dropped = [], 0.0, 0
     status, reason = "passing", None
     with resource:
         for seed in range(repeat):
-            core, status, reason, outcome, submission_dir, extra = replicate(seed)
+            core, status, reason, outcome, submission_dir, extra, tag = replicate(seed)
             duration += outcome.duration_s
             dropped += outcome.output_dropped
             if status in ("interrupted", "buggy"):
@@ -497,7 +531,7 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
             cores.append(core)
             if seed == 0 and spec["unit_tests"] and status == "passing":
                 ok, status, reason, record = run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir,
-                                                            extra, req.verbose)
+                                                            extra, req.verbose, confinement, tag)
                 envelope["unit_tests"] = record
                 if not ok:
                     break
@@ -509,6 +543,9 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     if cores:
         envelope.update(replicates.aggregate(cores))
     envelope["replicates"] = len(cores)
+    # How the evaluator was confined: recorded, never a reason to compare apart.
+    envelope["config"] = [c for c in envelope["config"] if c.get("name") != "isolation"] + [
+        {"name": "isolation", "value": level, "primary": False}]
     envelope.update(status=status, passed=status == "passing", reason=reason)
     if status == "interrupted":
         raise KeyboardInterrupt

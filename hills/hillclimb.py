@@ -319,6 +319,14 @@ def read_problem(source_dir):
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
         references = {"baseline": baseline, **{k: v for k, v in references.items() if k != "baseline"}}
 
+    examples_dir = os.path.join(source, "examples")
+    if not (baseline_file or baseline_files or os.path.isfile(os.path.join(source, "solution.py")) or (
+            os.path.isdir(examples_dir) and any(os.path.isfile(os.path.join(examples_dir, entry, "solution.py"))
+                                                for entry in os.listdir(examples_dir)))):
+        raise UsageError(f"'{yaml_path}': no example solution to import: key 'baseline' names no file, and "
+                         "there is no baseline_files, solution.py or examples/NAME/solution.py",
+                         hint="set 'baseline: baseline.py' to a solution that scores")
+
     for key in sorted(meta):
         if key in KEPT_UNUSED:
             notes.append(f"`{key}` is not used by hills: {KEPT_UNUSED[key]}")

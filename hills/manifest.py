@@ -25,11 +25,13 @@ TOP_KEYS = {
     "exclusive": "resource evaluated one at a time per machine, e.g. gpu",
     "sandbox": "auto, bwrap or none",
     "network": "whether the evaluator may reach the network (boolean)",
+    "limits": "mapping: time (seconds) and memory (size) for submitted code",
 }
 PARAM_TYPES = ("int", "float", "str", "bool", "categorical")
 PARAM_KEYS = {"type", "default", "primary", "low", "high", "choices", "description"}
 DEFAULT_TIMEOUT = 600
 DEFAULT_BLOB_THRESHOLD = 10 * 1024 * 1024
+DEFAULT_MEMORY = 4 * 1024 * 1024 * 1024
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
                "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
@@ -369,6 +371,20 @@ def validate(raw, source, folder_name=None):
     if not isinstance(network, bool):
         checker.fail("network", "true or false", network)
     out["network"] = network
+
+    limits = raw.get("limits") or {}
+    if not isinstance(limits, dict):
+        checker.fail("limits", "a mapping with time and memory", limits)
+    for key in limits:
+        if key not in ("time", "memory"):
+            checker.unknown(f"limits.{key}", {"time", "memory"})
+    time_limit = limits.get("time", timeout)
+    if not _is_number(time_limit) or time_limit <= 0:
+        checker.fail("limits.time", "a number of seconds greater than 0", time_limit)
+    memory = parse_size(limits.get("memory", DEFAULT_MEMORY), checker, "limits.memory")
+    if memory < 64 * 1024 * 1024:
+        checker.fail("limits.memory", "at least 64MiB", limits.get("memory"))
+    out["limits"] = {"time": time_limit, "memory": memory}
     return out
 
 

@@ -1,0 +1,127 @@
+"""Isolation on bubblewrap: what an evaluator, and the submitted code it
+starts, can see and write.
+
+The evaluator sees the machine read-only, the hill (private/ included)
+read-only, its run folder writable, no machine state (key, logs, other
+environments) and, unless hill.yaml says `network: true`, no network. It
+has its own pid namespace and dies with hills.
+
+Submitted code gets less: no private/ and no hill at all, no run folder but
+its own snapshot (writable) and a scratch folder, and limits on time and
+memory. It is started either by the `hills-run-submission` wrapper that
+command verifiers reach as `$HILLS_PYTHON $HILLS_SOLUTION`, or by a
+function evaluator through `hills.sdk.run_submission`.
+"""
+
+import os
+import shutil
+import subprocess
+
+from .errors import EnvironmentProblem
+
+LEVEL_BWRAP = "bwrap"
+LEVEL_NONE = "none"
+_probe = {}
+
+
+def bwrap_binary():
+    return os.environ.get("HILLS_BWRAP") or shutil.which("bwrap")
+
+
+def bwrap_works():
+    """Whether bwrap exists and can build a namespace here (probed once)."""
+    binary = bwrap_binary()
+    if not binary:
+        return False
+    if binary not in _probe:
+        try:
+            done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+            _probe[binary] = done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _probe[binary] = False
+    return _probe[binary]
+
+
+def level_for(spec):
+    """The isolation an eval of this hill gets: `bwrap` or `none`."""
+    wanted = spec.get("sandbox", "auto")
+    if wanted == LEVEL_NONE:
+        return LEVEL_NONE
+    if bwrap_works():
+        return LEVEL_BWRAP
+    if wanted == LEVEL_BWRAP:
+        raise EnvironmentProblem("hill.yaml asks for 'sandbox: bwrap', but bubblewrap is not usable here",
+                                 hint="install bubblewrap (Debian package 'bubblewrap'), "
+                                      "or set 'sandbox: auto' to run without isolation")
+    return LEVEL_NONE
+
+
+def _common(network):
+    argv = [bwrap_binary(), "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if not network:
+        argv.append("--unshare-net")
+    return argv
+
+
+def evaluator_argv(argv, *, home, run_dir, run_hill_dir, readable, network, cwd):
+    """bwrap argv for an evaluator: machine state hidden (but `readable`:
+    the hill environment and the SDK), the run folder writable, the hill in
+    it read-only."""
+    wrapped = _common(network) + ["--tmpfs", home]
+    for path in readable:
+        wrapped += ["--ro-bind", path, path]
+    wrapped += ["--bind", run_dir, run_dir, "--ro-bind", run_hill_dir, run_hill_dir,
+                "--remount-ro", home, "--chdir", cwd, "--"]
+    return wrapped + list(argv)
+
+
+def submission_argv(argv, *, home, hidden, writable, readable, network, cwd):
+    """bwrap argv for submitted code: machine state and every `hidden`
+    folder (the hill, the run folder) replaced by empty ones, only
+    `writable` folders writable."""
+    wrapped = _common(network) + ["--tmpfs", home]
+    for path in hidden:
+        wrapped += ["--tmpfs", path]
+    for path in readable:
+        wrapped += ["--ro-bind", path, path]
+    for path in writable:
+        wrapped += ["--bind", path, path]
+    # The empty stand-ins become read-only once the binds inside them exist.
+    for path in [home] + list(hidden):
+        wrapped += ["--remount-ro", path]
+    wrapped += ["--chdir", cwd, "--"]
+    return wrapped + list(argv)
+
+
+class Confinement:
+    """The isolation of one eval: how to wrap the evaluator, and the
+    configuration handed to `hills.sdk` for the submitted code it starts."""
+
+    def __init__(self, level, *, home, run_dir, run_hill_dir, hill_dir, env_dir, sdk_dir, network, limits):
+        self.level = level
+        self.home = home
+        self.run_dir = run_dir
+        self.run_hill_dir = run_hill_dir
+        self.hill_dir = hill_dir
+        self.readable = [env_dir, sdk_dir]
+        self.network = network
+        self.limits = limits
+
+    def evaluator(self, argv, cwd):
+        if self.level != LEVEL_BWRAP:
+            return list(argv)
+        return evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
+                              readable=self.readable, network=self.network, cwd=cwd)
+
+    def submission_config(self, submission_dir, scratch_dir, readable=()):
+        """JSON-able settings for hills.sdk.run_submission."""
+        os.makedirs(scratch_dir, exist_ok=True)
+        config = {"cwd": submission_dir, "scratch": scratch_dir, "timeout": self.limits["time"],
+                  "memory_mb": max(1, self.limits["memory"] // (1024 * 1024)), "prefix": []}
+        if self.level == LEVEL_BWRAP:
+            config["prefix"] = submission_argv(
+                [], home=self.home, hidden=[self.hill_dir, self.run_dir], writable=[submission_dir, scratch_dir],
+                readable=self.readable + list(readable), network=self.network, cwd=submission_dir)
+        return config

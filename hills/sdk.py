@@ -1,0 +1,90 @@
+"""What a hill's evaluator may call: run submitted code confined.
+
+    from hills import sdk
+    done = sdk.run_submission([sys.executable, "solution.py"], timeout=60)
+
+The submitted code runs with the submission snapshot as its folder (the
+only place it can write, besides a scratch folder in TMPDIR), without the
+hill, private/ or the machine state in sight, and under a time and a
+memory limit. Outside a hills eval it runs the command plainly, with the
+same limits, so an evaluator can be tried by hand.
+
+Standard library only: hills puts a copy on the evaluator's PYTHONPATH.
+`python -m hills.sdk ARGV...` runs ARGV the same way (the wrapper behind
+`$HILLS_PYTHON $HILLS_SOLUTION` in command verifiers).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+ENV_CONFIG = "HILLS_SUBMISSION_SANDBOX"
+DEFAULT_MEMORY_MB = 4096
+
+
+def _config():
+    raw = os.environ.get(ENV_CONFIG)
+    return json.loads(raw) if raw else {}
+
+
+def _limit(memory_bytes):
+    def apply():
+        import resource
+
+        if memory_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    return apply
+
+
+def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, input=None, text=None):
+    """Run `argv` as submitted code; return a subprocess.CompletedProcess.
+
+    Raises subprocess.TimeoutExpired (after killing everything it started)
+    when it runs past `timeout` seconds (default: the hill's limit).
+    """
+    config = _config()
+    prefix = config.get("prefix", [])
+    cwd = config.get("cwd") or os.getcwd()
+    timeout = timeout if timeout is not None else config.get("timeout")
+    memory = (memory_mb if memory_mb is not None else config.get("memory_mb", DEFAULT_MEMORY_MB)) * 1024 * 1024
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_CONFIG, "HILLS_RESULT_FD")}
+    if config.get("scratch"):
+        env["TMPDIR"] = config["scratch"]
+    process = subprocess.Popen(prefix + list(argv), cwd=cwd, env=env, start_new_session=True,
+                               preexec_fn=_limit(memory),
+                               stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                               stdout=subprocess.PIPE if capture_output else None,
+                               stderr=subprocess.PIPE if capture_output else None, text=text)
+    try:
+        out, err = process.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        out, err = process.communicate()
+        raise subprocess.TimeoutExpired(argv, timeout, out, err)
+    except BaseException:
+        _kill(process)
+        raise
+    _kill(process)  # anything it left behind in its group
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
+def _kill(process):
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv):
+    try:
+        done = run_submission(argv)
+    except subprocess.TimeoutExpired as exc:
+        sys.stderr.write(f"hills: submitted code ran past its {exc.timeout}s limit and was killed\n")
+        return 124
+    return done.returncode if done.returncode >= 0 else 128 - done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
