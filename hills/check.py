@@ -29,7 +29,9 @@ def hill_python(hill_name, hill_dir):
 
 def bind(python, hill_dir, entry, params):
     request = json.dumps({"hill_dir": hill_dir, "entry": entry, "params": params})
-    done = subprocess.run([python, SHIM, "bind", request], cwd=hill_dir, stdin=subprocess.DEVNULL,
+    # No bytecode written into the environment: it would break its seal.
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([python, SHIM, "bind", request], cwd=hill_dir, stdin=subprocess.DEVNULL, env=env,
                           capture_output=True, text=True, timeout=120)
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,6 +106,7 @@ def run_checks(hill_dir, tests=True):
 def run_tests(python, hill_dir):
     try:
         done = subprocess.run([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
+                              env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
                               capture_output=True, text=True, timeout=TEST_TIMEOUT)
     except subprocess.TimeoutExpired:
         return Result("tests", "fail", f"did not finish within {TEST_TIMEOUT}s")

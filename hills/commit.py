@@ -82,6 +82,7 @@ def commit(hill, message, gate=True, progress=None):
         # Loaded after the gate: a broken hill.yaml is a failed check (exit 1), as in the hook.
         spec = hill.manifest()
         private_entries, blob_entries, regular, _changed = regenerate_locks(hill)
+        audit_leaks(hill, private_entries)
         tree_hash = build_tree(hill, regular)
         parent = hill.repo.head()
         if parent and hill.repo.tree_of(parent) == tree_hash:
@@ -114,3 +115,49 @@ def sync_index(hill, blob_entries):
     hill_module.write_excludes(hill.path, list(blob_entries))
     hill.repo.run("read-tree", "HEAD")
     hill.repo.run("update-index", "-q", "--refresh", ok_codes=(0, 1))
+
+
+def _git_blob_id(path, size):
+    import hashlib
+
+    digest = hashlib.sha1(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def audit_leaks(hill, private_entries):
+    """Refuse, naming the path, when private content is already in `.vc`:
+    a path under private/ anywhere in its history (commits, tags, stashes,
+    notes, reflogs), or the exact bytes of a private file as any object,
+    reachable or not. Only files whose size matches a stored blob are read."""
+    repo = hill.repo
+    listing = repo.run("rev-list", "--all", "--reflog", "--objects", ok_codes=(0, 128))
+    for line in listing.splitlines():
+        parts = line.split(" ", 1)
+        if len(parts) == 2 and (parts[1] == "private" or parts[1].startswith("private/")):
+            raise Refused(f"'{parts[1]}' is in the history of hill '{hill.name}' (object {parts[0][:12]}): "
+                          "held-out data must never enter git; nothing was committed",
+                          hint="drop the commits, stashes, tags or notes that hold it, then run: "
+                               "git --git-dir=.vc reflog expire --expire-unreachable=now --all && "
+                               "git --git-dir=.vc gc --prune=now")
+    sizes = set()
+    out = repo.run("cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectsize)")
+    for line in out.splitlines():
+        kind, _, size = line.partition(" ")
+        if kind == "blob":
+            sizes.add(int(size))
+    candidates = {rel: entry for rel, entry in private_entries.items() if entry["size"] and entry["size"] in sizes}
+    if not candidates:
+        return
+    ids = {_git_blob_id(os.path.join(hill.path, rel), entry["size"]): rel for rel, entry in candidates.items()}
+    found = repo.run("cat-file", "--batch-check=%(objectname) %(objecttype)", input="\n".join(ids) + "\n")
+    for line in found.splitlines():
+        object_id, _, kind = line.partition(" ")
+        if kind == "blob" and object_id in ids:
+            raise Refused(f"the content of '{ids[object_id]}' is stored in the git objects of hill '{hill.name}' "
+                          f"(blob {object_id[:12]}): held-out data must never enter git; nothing was committed",
+                          hint="find what holds it (git --git-dir=.vc log --all --find-object=" + object_id[:12]
+                               + "), drop it, then run: git --git-dir=.vc reflog expire --expire-unreachable=now "
+                               "--all && git --git-dir=.vc gc --prune=now")

@@ -488,7 +488,7 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     envelope["submission_git"] = lineage(req.submission)
     envelope["submission_hash"] = snapshot.snapshot(req.submission, source_dir)
     env_key = tree_hash if not req.current else "work-" + uvenv.env_digest(hill.path)
-    python = uvenv.ensure(hill.name, env_key, run_hill_dir)
+    python = uvenv.ensure(hill.name, env_key, run_hill_dir, say=say)
     shape = spec["evaluator"]["shape"]
     split = "holdout" if req.final else "validation"
     sdk_dir = sdk_path()

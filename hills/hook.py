@@ -25,6 +25,7 @@ def pre_commit(work_tree):
         raise Refused(f"hill '{target.name}' failed check '{failed[0].name}': {first_line}",
                       hint=f"run 'hills check {target.name}'; nothing was committed")
     private_entries, blob_entries, _regular, _changed = commit.regenerate_locks(target)
+    commit.audit_leaks(target, private_entries)
     staged = target.repo.run("ls-files", "-z", "--cached", env=index_env).split("\0")
     for rel in staged:
         if rel.startswith("private/") or rel in blob_entries:

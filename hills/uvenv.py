@@ -101,16 +101,67 @@ def python_of(env_dir):
     return os.path.join(env_dir, "bin", "python")
 
 
-def ensure(name, key, source_dir):
+def _signature(env_dir):
+    """{relative path: [kind, size, mtime_ns, ctime_ns, inode]} of every
+    entry of an environment. ctime cannot be set back by a user, so an edited
+    or added file (a dropped sitecustomize.py) always shows."""
+    entries = {}
+    for current, dirs, files in os.walk(env_dir):
+        for name in dirs + files:
+            full = os.path.join(current, name)
+            rel = os.path.relpath(full, env_dir)
+            if rel == MARKER:
+                continue
+            st = os.lstat(full)
+            kind = "l" if os.path.islink(full) else ("d" if name in dirs else "f")
+            entries[rel] = [kind, st.st_size if kind != "d" else 0, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return entries
+
+
+def _seal_path(env_dir):
+    # Beside the environment, not in it: sealed with the machine key.
+    return env_dir + ".seal.json"
+
+
+def _seal(env_dir):
+    import hmac
+
+    body = json.dumps(_signature(env_dir), sort_keys=True, separators=(",", ":")).encode()
+    mac = hmac.new(state.load_key(), body, hashlib.sha256).hexdigest()
+    state.atomic_write(_seal_path(env_dir), json.dumps({"mac": mac}) + "\n", 0o600)
+
+
+def changed_since_built(env_dir):
+    """None when the environment is as it was built, else what differs."""
+    import hmac
+
+    try:
+        with open(_seal_path(env_dir), encoding="utf-8") as handle:
+            sealed = json.load(handle)["mac"]
+    except (OSError, ValueError, KeyError):
+        return "it has no seal from its build"
+    body = json.dumps(_signature(env_dir), sort_keys=True, separators=(",", ":")).encode()
+    actual = hmac.new(state.load_key(), body, hashlib.sha256).hexdigest()
+    if hmac.compare_digest(actual, sealed):
+        return None
+    return "a file in it was added, removed or edited"
+
+
+def ensure(name, key, source_dir, say=None):
     """The interpreter of the environment `key` of hill `name`, built from
-    `source_dir` (pyproject.toml + uv.lock) on first use, then reused as is."""
+    `source_dir` (pyproject.toml + uv.lock) on first use, then reused as is
+    while its seal holds; a changed environment is rebuilt."""
     env_dir = env_path(name, key)
     marker = os.path.join(env_dir, MARKER)
     if os.path.isfile(marker) and os.path.exists(python_of(env_dir)):
-        return python_of(env_dir)
+        problem = changed_since_built(env_dir)
+        if problem is None:
+            return python_of(env_dir)
+        if say:
+            say(f"hills: the environment of hill '{name}' changed since it was built ({problem}); rebuilding it")
     state.ensure_home()
     with state.file_lock(env_dir + ".lock"):
-        if os.path.isfile(marker) and os.path.exists(python_of(env_dir)):
+        if os.path.isfile(marker) and os.path.exists(python_of(env_dir)) and changed_since_built(env_dir) is None:
             return python_of(env_dir)
         shutil.rmtree(env_dir, ignore_errors=True)
         argv = [uv_binary(), "sync", "--frozen", "--quiet", "--no-install-project",
@@ -121,4 +172,5 @@ def ensure(name, key, source_dir):
             raise CommandFailed(argv, done.returncode, done.stderr,
                                 hint="check the hill's pyproject.toml and uv.lock ('hills check' runs the same build)")
         state.atomic_write(marker, json.dumps({"key": key, "built_from": source_dir}) + "\n")
+        _seal(env_dir)
     return python_of(env_dir)
