@@ -100,7 +100,24 @@ def run_checks(hill_dir, tests=True):
 
     if tests:
         results.append(run_tests(python, hill_dir))
+    results.append(isolation_check(spec))
     return results
+
+
+def isolation_check(spec):
+    """A warning, never a failure: without bubblewrap evals still run, and
+    their reports say they were not isolated."""
+    from . import sandbox
+
+    if spec["sandbox"] == "none":
+        return Result("isolation", "warn", "sandbox: none in hill.yaml: submitted code can read private/ "
+                                           "and the machine state")
+    if sandbox.bwrap_works():
+        return Result("isolation", "ok", "bubblewrap" + ("" if not spec["network"] else ", network allowed"))
+    if spec["sandbox"] == "bwrap":
+        return Result("isolation", "fail", "hill.yaml asks for 'sandbox: bwrap' but bubblewrap is not usable here")
+    return Result("isolation", "warn", "bubblewrap is not installed or not usable: evals run without isolation "
+                                       "(install the Debian package 'bubblewrap')")
 
 
 def run_tests(python, hill_dir):

@@ -406,7 +406,11 @@ def evaluate(req, say=lambda message: None):
     changed = is_dirty(hill)
     if req.current:
         official, official_reason = False, "scored the working tree (--current), not a committed version"
-    elif changed:
+    else:
+        from . import pin
+
+        official, official_reason = pin.official_status(hill.name, tree_hash)
+    if changed and not req.current:
         if not req.force:
             raise Refused(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
                           + (", ..." if len(changed) > 3 else "") + ")",

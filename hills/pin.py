@@ -1,0 +1,62 @@
+"""Approved versions: the tree hash of a hill that a person approved with
+`hills pin`. Evals of any other tree of that hill are unofficial."""
+
+import hashlib
+import hmac
+
+from . import state
+from .errors import UsageError
+
+
+def _mac(name, tree_hash, key):
+    return hmac.new(key, f"pin\0{name}\0{tree_hash}".encode(), hashlib.sha256).hexdigest()
+
+
+def set_pin(hill, tree_hash):
+    key = state.load_key()
+    if len(tree_hash) < 4 or any(c not in "0123456789abcdef" for c in tree_hash):
+        raise UsageError(f"'{tree_hash}' is not a tree hash", hint="pass a tree hash from 'hills log NAME'")
+    if len(tree_hash) != 40:
+        resolved = hill.repo.run("rev-parse", "--verify", "-q", f"{tree_hash}^{{tree}}", ok_codes=(0, 1)).strip()
+        if not resolved:
+            raise UsageError(f"no tree '{tree_hash}' in hill '{hill.name}'", hint="see 'hills log " + hill.name + "'")
+        tree_hash = resolved
+    elif hill.repo.run("cat-file", "-t", tree_hash, ok_codes=(0, 128)).strip() != "tree":
+        raise UsageError(f"no tree '{tree_hash}' in hill '{hill.name}'", hint="see 'hills log " + hill.name + "'")
+
+    def record(registry):
+        entry = registry["hills"].setdefault(hill.name, {"path": hill.path})
+        entry["pinned"] = {"tree_hash": tree_hash, "mac": _mac(hill.name, tree_hash, key)}
+
+    state.update_registry(record)
+    return tree_hash
+
+
+def clear_pin(hill):
+    def record(registry):
+        registry["hills"].get(hill.name, {}).pop("pinned", None)
+
+    state.update_registry(record)
+
+
+def pinned(name):
+    """(tree_hash or None, problem or None): the approved tree of hill `name`."""
+    entry = state.load_registry()["hills"].get(name) or {}
+    pin = entry.get("pinned")
+    if not pin:
+        return None, None
+    tree_hash = pin.get("tree_hash", "")
+    if not hmac.compare_digest(str(pin.get("mac", "")), _mac(name, tree_hash, state.load_key())):
+        return None, "the approval record of this hill was edited outside 'hills pin'"
+    return tree_hash, None
+
+
+def official_status(name, tree_hash):
+    """(official, reason) for an eval of `tree_hash` given the approval."""
+    approved, problem = pinned(name)
+    if problem:
+        return False, problem + "; approve a version again with 'hills pin " + name + "'"
+    if approved and approved != tree_hash:
+        return False, (f"tree {tree_hash[:12]} is not the approved version of hill '{name}' "
+                       f"(approved: {approved[:12]}); a person approves a version with 'hills pin {name} TREE'")
+    return True, None
