@@ -242,8 +242,9 @@ def describe_command(name, as_json):
         emit(described["description"])
     emit()
     emit("## Submission contract")
-    for key in ("what", "command", "params", "symlinks"):
-        emit(f"- {described['submission'][key]}")
+    for key in ("what", "command", "params", "symlinks", "unit_tests"):
+        if key in described["submission"]:
+            emit(f"- {described['submission'][key]}")
     if described["examples"]:
         emit(f"- example submissions: {', '.join('examples/' + e for e in described['examples'])} "
              f"(under {described['path']})")

@@ -22,9 +22,22 @@ def _kind(value):
     return type(value).__name__
 
 
+def _finite_number(value):
+    """Whether `value` is a number a report can hold: not a boolean, not NaN
+    or infinite, and (an int) not too large for a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _score(value, where):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Malformed(f"{where} must be a finite number, got {_kind(value)} ({json.dumps(value)[:60]})")
+    if isinstance(value, int) and not _finite_number(value):
+        raise Malformed(f"{where} must be a finite number, got an int too large for a float")
     if math.isnan(value):
         raise Malformed(f"{where} is NaN; it must be a finite number")
     if math.isinf(value):
@@ -70,7 +83,7 @@ def parse_result(path):
     for key, item in value.items():
         if key in RESERVED:
             continue
-        if isinstance(item, (int, float)) and not isinstance(item, bool) and math.isfinite(item):
+        if _finite_number(item):
             side[key] = item
         else:
             dropped.append(key)

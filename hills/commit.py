@@ -128,35 +128,39 @@ def _git_blob_id(path, size):
 
 
 def audit_leaks(hill, private_entries):
-    """Refuse, naming the path, when private content is already in `.vc`:
-    a path under private/ anywhere in its history (commits, tags, stashes,
-    notes, reflogs), or the exact bytes of a private file as any object,
-    reachable or not. Only files whose size matches a stored blob are read."""
+    """Refuse, naming the path, when private content is reachable in `.vc`:
+    a path under private/ anywhere in its history, or the exact bytes of a
+    private file as a blob reachable from any ref or reflog (commits, tags,
+    stashes, notes). Only private files whose size matches a reachable blob
+    are read."""
     repo = hill.repo
     listing = repo.run("rev-list", "--all", "--reflog", "--objects", ok_codes=(0, 128))
+    reachable = []
     for line in listing.splitlines():
-        parts = line.split(" ", 1)
-        if len(parts) == 2 and (parts[1] == "private" or parts[1].startswith("private/")):
-            raise Refused(f"'{parts[1]}' is in the history of hill '{hill.name}' (object {parts[0][:12]}): "
+        object_id, _, path = line.partition(" ")
+        reachable.append(object_id)
+        if path == "private" or path.startswith("private/"):
+            raise Refused(f"'{path}' is in the history of hill '{hill.name}' (object {object_id[:12]}): "
                           "held-out data must never enter git; nothing was committed",
                           hint="drop the commits, stashes, tags or notes that hold it, then run: "
                                "git --git-dir=.vc reflog expire --expire-unreachable=now --all && "
                                "git --git-dir=.vc gc --prune=now")
-    sizes = set()
-    out = repo.run("cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectsize)")
-    for line in out.splitlines():
-        kind, _, size = line.partition(" ")
-        if kind == "blob":
-            sizes.add(int(size))
-    candidates = {rel: entry for rel, entry in private_entries.items() if entry["size"] and entry["size"] in sizes}
-    if not candidates:
+    if not reachable or not private_entries:
         return
-    ids = {_git_blob_id(os.path.join(hill.path, rel), entry["size"]): rel for rel, entry in candidates.items()}
-    found = repo.run("cat-file", "--batch-check=%(objectname) %(objecttype)", input="\n".join(ids) + "\n")
-    for line in found.splitlines():
-        object_id, _, kind = line.partition(" ")
-        if kind == "blob" and object_id in ids:
-            raise Refused(f"the content of '{ids[object_id]}' is stored in the git objects of hill '{hill.name}' "
+    blobs = {}
+    out = repo.run("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+                   input="\n".join(reachable) + "\n")
+    for line in out.splitlines():
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[1] == "blob":
+            blobs[parts[0]] = int(parts[2])
+    sizes = set(blobs.values())
+    for rel, entry in sorted(private_entries.items()):
+        if not entry["size"] or entry["size"] not in sizes:
+            continue
+        object_id = _git_blob_id(os.path.join(hill.path, rel), entry["size"])
+        if object_id in blobs:
+            raise Refused(f"the content of '{rel}' is reachable in the git objects of hill '{hill.name}' "
                           f"(blob {object_id[:12]}): held-out data must never enter git; nothing was committed",
                           hint="find what holds it (git --git-dir=.vc log --all --find-object=" + object_id[:12]
                                + "), drop it, then run: git --git-dir=.vc reflog expire --expire-unreachable=now "

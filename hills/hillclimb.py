@@ -289,9 +289,8 @@ def read_problem(source_dir):
         for key in raw:
             if key not in ("root", "command"):
                 where.fail(f"unit_tests.{key}", "only root and command", key)
-        root = _file_key(where, source, raw, "root", required=True, kind="folder") if "root" in raw else None
-        if root is None:
-            where.fail("unit_tests.root", "a folder inside the problem", missing=True)
+        root = _file_key(where, source, {"unit_tests.root": raw.get("root")}, "unit_tests.root", required=True,
+                         kind="folder")
         command = raw.get("command")
         if not isinstance(command, list) or not command or not all(isinstance(t, str) and t for t in command):
             where.fail("unit_tests.command", "a command as a list of strings", command)
@@ -381,12 +380,14 @@ def import_problem(source_dir, staging_dir, name=None):
     unit_tests = None
     if problem["unit_tests"]:
         root = problem["unit_tests"]["root"]
-        target = "unit_tests" if root == "tests" else root
-        if root == "tests" and os.path.lexists(os.path.join(source, "unit_tests")):
-            raise UsageError(f"'{os.path.join(source, 'tests')}': the unit tests would move to unit_tests/, "
-                             "which the problem already has", hint="rename one of the two folders")
-        if target != root:
-            renamed[root] = target
+        target = root
+        if root == "tests" or root.startswith("tests/"):
+            # tests/ holds the hill's own checks: the whole folder moves.
+            if os.path.lexists(os.path.join(source, "unit_tests")):
+                raise UsageError(f"'{os.path.join(source, 'tests')}': the unit tests would move to unit_tests/, "
+                                 "which the problem already has", hint="rename one of the two folders")
+            renamed["tests"] = "unit_tests"
+            target = "unit_tests" + root[len("tests"):]
             notes.append(f"the frozen unit tests moved from `{root}/` to `{target}/` (tests/ holds the hill's "
                          "own checks)")
         unit_tests = {"command": problem["unit_tests"]["command"], "path": target}

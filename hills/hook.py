@@ -25,13 +25,13 @@ def pre_commit(work_tree):
         raise Refused(f"hill '{target.name}' failed check '{failed[0].name}': {first_line}",
                       hint=f"run 'hills check {target.name}'; nothing was committed")
     private_entries, blob_entries, _regular, _changed = commit.regenerate_locks(target)
-    commit.audit_leaks(target, private_entries)
     staged = target.repo.run("ls-files", "-z", "--cached", env=index_env).split("\0")
     for rel in staged:
         if rel.startswith("private/") or rel in blob_entries:
             raise Refused(f"'{rel}' is staged, but it must never enter git "
                           f"({'held-out data' if rel.startswith('private/') else 'a blob'})",
                           hint=f"unstage it: git --git-dir=.vc rm --cached -- '{rel}'")
+    commit.audit_leaks(target, private_entries)
     stale = []
     for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
         with open(os.path.join(hill_dir, lock_name), encoding="utf-8") as handle:

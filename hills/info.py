@@ -92,7 +92,7 @@ def describe(hill):
     except FileNotFoundError:
         raise UsageError(f"hill '{hill.name}' has no README.md")
     head = hill.repo.head()
-    return {
+    described = {
         "hill": spec["name"],
         "version": spec["version"],
         "description": spec["description"],
@@ -114,3 +114,11 @@ def describe(hill):
         },
         "readme": readme,
     }
+    if spec["unit_tests"]:
+        # The climber may run and even edit the working copy; evals never read it.
+        copy = os.path.join(hill.path, spec["unit_tests"]["path"])
+        described["submission"]["unit_tests"] = (
+            f"frozen unit tests run against every submission after its first replicate: "
+            f"{' '.join(spec['unit_tests']['command'])}; a disposable copy is at {copy} (yours to run "
+            f"and change: an official eval always uses the copy frozen in the hill's commit)")
+    return described

@@ -212,6 +212,12 @@ class Outcome:
             except ValueError:
                 name = f"signal {-self.exit_code}"
             return f"killed by {name}"
+        if 128 < self.exit_code < 128 + 65:
+            # A wrapper (bwrap, a shell) reports a child killed by signal N as 128+N.
+            try:
+                return f"exit code {self.exit_code}: killed by {signal.Signals(self.exit_code - 128).name}"
+            except ValueError:
+                pass
         return f"exit code {self.exit_code}"
 
 

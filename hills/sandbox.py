@@ -99,13 +99,17 @@ class Confinement:
     """The isolation of one eval: how to wrap the evaluator, and the
     configuration handed to `hills.sdk` for the submitted code it starts."""
 
-    def __init__(self, level, *, home, run_dir, run_hill_dir, hill_dir, env_dir, sdk_dir, network, limits):
+    def __init__(self, level, *, home, run_dir, run_hill_dir, hill_dir, env_dir, sdk_dir, network, limits,
+                 public=()):
         self.level = level
         self.home = home
         self.run_dir = run_dir
         self.run_hill_dir = run_hill_dir
         self.hill_dir = hill_dir
         self.readable = [env_dir, sdk_dir]
+        # What submitted code may read of the hill: its committed files (the
+        # link to private/ in there then leads nowhere) and the blobs.
+        self.public = [run_hill_dir] + list(public)
         self.network = network
         self.limits = limits
 
@@ -123,5 +127,5 @@ class Confinement:
         if self.level == LEVEL_BWRAP:
             config["prefix"] = submission_argv(
                 [], home=self.home, hidden=[self.hill_dir, self.run_dir], writable=[submission_dir, scratch_dir],
-                readable=self.readable + list(readable), network=self.network, cwd=submission_dir)
+                readable=self.readable + self.public + list(readable), network=self.network, cwd=submission_dir)
         return config

@@ -31,6 +31,8 @@ def render(report, verdict_line, emit):
         emit("  params       " + "  ".join(f"{k}={_number(v)}" for k, v in report["params"].items()))
     if report.get("trial"):
         emit("  trial        " + "  ".join(f"{k}={_number(v)}" for k, v in report["trial"].items()))
+    for warning in report.get("warnings") or []:
+        emit(f"  warning      {warning}")
     if report.get("config"):
         emit("  config       " + "  ".join(f"{c['name']}={_number(c['value'])}{'*' if c.get('primary') else ''}"
                                          for c in report["config"]) + "   (* = primary)")
@@ -55,7 +57,12 @@ def render(report, verdict_line, emit):
              + (f" (exit code {tests.get('exit_code')})" if not tests.get("passed") else ""))
     block = report.get("report")
     if isinstance(block, dict):
-        emit("report" + (f" (self-reported)" if report.get("trust") == "self-reported" else "") + ":")
+        notes = []
+        if report.get("trust") == "self-reported":
+            notes.append("self-reported")
+        if report.get("report_replicate") is not None:
+            notes.append(f"from replicate {report['report_replicate']}, the one nearest the median")
+        emit("report" + (f" ({'; '.join(notes)})" if notes else "") + ":")
         overall = block.get("overall")
         if isinstance(overall, dict):
             emit("  overall      " + "  ".join(f"{k}={_number(v)}" for k, v in overall.items()))

@@ -120,7 +120,7 @@ def test_check_passes_on_a_good_hill(hill):
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
     names = [line.split()[1] for line in checked.out.splitlines() if line.strip().startswith("ok")]
-    assert names == ["manifest", "layout", "dependencies", "evaluator", "tests"]
+    assert names == ["manifest", "layout", "dependencies", "evaluator", "tests", "isolation"]
     assert checked.out.rstrip().endswith("circle-packing: all checks passed")
 
 

@@ -62,14 +62,14 @@ def test_new_never_touches_the_users_repository(project):
     assert (project / "notes.txt").read_text() == "mine\n"
 
 
-def test_examples_lists_both_templates(project):
+def test_examples_lists_every_template(project):
     result = run_cli("examples")
     assert result.code == 0
     names = [line.split()[0] for line in result.out.splitlines()]
-    assert names == ["circle-packing", "default"]
+    assert names == ["bin-packing", "circle-packing", "default"]
     assert "circles" in result.out
     as_json = json.loads(run_cli("examples", "--json").out)
-    assert set(as_json) == {"circle-packing", "default"}
+    assert set(as_json) == {"bin-packing", "circle-packing", "default"}
 
 
 @pytest.mark.parametrize("name", ["Bad", "../x", "a/b", "", "a" * 64, "-x", "x.lock", "a..b"])
@@ -111,7 +111,7 @@ def test_unknown_template_names_the_available_ones(project):
     result = run_cli("new", "demo", "-t", "nope")
     assert result.code == 2
     assert result.error_lines == ["error: unknown template 'nope'"]
-    assert "hint: available templates: circle-packing, default" in result.err
+    assert "hint: available templates: bin-packing, circle-packing, default" in result.err
     assert not (project / ".hills").exists()
 
 

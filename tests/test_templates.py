@@ -16,7 +16,10 @@ from hills import manifest
 PACKAGE_DIR = Path(hills.__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
 RUNNER = PACKAGE_DIR / "testrunner.py"
-TEMPLATES = ["circle-packing", "default"]
+TEMPLATES = ["bin-packing", "circle-packing", "default"]
+SHAPES = {"bin-packing": {"shape": "command", "entry": ["bash", "problem/verifier.sh"]},
+          "circle-packing": {"shape": "function", "entry": "eval.py"},
+          "default": {"shape": "function", "entry": "eval.py"}}
 SUBSTITUTED = ("hill.yaml", "README.md", "pyproject.toml")
 SUMMARY_RE = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) errors)? in \d+\.\d\ds$")
 
@@ -62,7 +65,7 @@ def test_template_manifest_is_valid(tmp_path, template):
     hill_dir = make_hill(tmp_path, template, name="my-hill")
     parsed = manifest.load(str(hill_dir))
     assert parsed["name"] == "my-hill"
-    assert parsed["evaluator"] == {"shape": "function", "entry": "eval.py"}
+    assert parsed["evaluator"] == SHAPES[template]
     assert "{{name}}" not in "".join((hill_dir / f).read_text() for f in SUBSTITUTED)
     assert "# must match the hill's folder name" in (hill_dir / "hill.yaml").read_text()
 

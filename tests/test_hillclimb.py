@@ -1,0 +1,367 @@
+"""`hills new --from-hillclimb` and the bin-packing command template: imported
+hills pass `hills check`, score exactly what the problem's own verifier scores
+when run the way hillclimb runs it, and bad problem folders leave nothing."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_bin, run_cli
+from hills import evaluate, hillclimb, manifest, sandbox
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hillclimb"
+VERIFIER_SHAPED = FIXTURES / "spread-points"
+TWO_STEP = FIXTURES / "two-step-knapsack"
+BIN_PACKING = Path(hillclimb.__file__).resolve().parent / "templates" / "bin-packing"
+
+
+def command_shape_wired():
+    with open(evaluate.__file__, encoding="utf-8") as handle:
+        return "cannot run yet" not in handle.read()
+
+
+needs_command_eval = pytest.mark.xfail(not command_shape_wired(), strict=False,
+                                       reason="command shape not wired into hills eval yet")
+
+
+# ---------------------------------------------------------------- helpers
+
+def run_verifier(tmp_path, problem_dir, example_dir, steps, split, prefixes):
+    """Run `steps` (argv lists; "rm" deletes the result) in a copy of
+    `example_dir` with ./problem and ./data linked to `problem_dir` and the
+    run's variables set under each of `prefixes`. Returns the result object."""
+    work = tmp_path / f"work-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(example_dir, work)
+    (work / "problem").symlink_to(problem_dir)
+    if (problem_dir / "data").is_dir():
+        (work / "data").symlink_to(problem_dir / "data")
+    result = work.parent / (work.name + "-result.json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HILLS_", "HILLCLIMB_"))}
+    values = {"PYTHON": sys.executable, "RESULT": str(result), "SUBMISSION": str(work),
+              "SOLUTION": str(work / "solution.py"), "SPLIT": split, "REPLICATE_SEED": "0"}
+    for prefix in prefixes:
+        env.update({prefix + key: value for key, value in values.items()})
+    for step in steps:
+        if step == "rm":
+            result.unlink(missing_ok=True)
+            continue
+        done = subprocess.run(step, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{step} exited {done.returncode}: {done.stderr}"
+    return json.loads(result.read_text())
+
+
+def by_hand(tmp_path, problem_dir, example_dir, split):
+    """What hillclimb itself computes: the verifier (or run, then score) run
+    with only the HILLCLIMB_* variables, `--holdout` on the hidden split."""
+    holdout = ["--holdout"] if split == "holdout" else []
+    if (problem_dir / "run.py").is_file():
+        steps = [[sys.executable, str(problem_dir / "run.py")], "rm",
+                 [sys.executable, str(problem_dir / "score.py"), *holdout]]
+    else:
+        steps = [[str(problem_dir / "verifier.sh"), *holdout]]
+    return run_verifier(tmp_path, problem_dir, example_dir, steps, split, ["HILLCLIMB_"])
+
+
+def as_hills_runs_it(tmp_path, hill_dir, example_dir, split):
+    entry = manifest.load(str(hill_dir))["evaluator"]["entry"]
+    return run_verifier(tmp_path, hill_dir, example_dir, [entry], split, ["HILLS_", "HILLCLIMB_"])
+
+
+def imported(tmp_path, source, name):
+    staging = tmp_path / "staging" / name
+    staging.parent.mkdir(exist_ok=True)
+    summary = hillclimb.import_problem(str(source), str(staging), name=name)
+    return staging, summary
+
+
+def write_problem(folder, yaml_text, files=None):
+    folder.mkdir(parents=True)
+    if yaml_text is not None:
+        (folder / "problem.yaml").write_text(yaml_text)
+    for rel, text in (files or {"description.md": "# Task\n", "verifier.sh": "#!/bin/sh\n",
+                                "baseline.py": "print(1)\n"}).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder
+
+
+def assert_nothing_left(project, name):
+    assert not (project / ".hills" / name).exists()
+    if (project / ".hills").exists():
+        assert sorted(os.listdir(project / ".hills")) == [".gitignore"]
+
+
+def eval_json(*args):
+    result = run_bin("hills", "eval", *args, "--json")
+    assert result.out.strip(), result.err
+    return result, json.loads(result.out)
+
+
+# ---------------------------------------------------------------- the mapping
+
+def test_verifier_shape_is_kept_and_told_the_holdout_split(tmp_path):
+    hill_dir, summary = imported(tmp_path, VERIFIER_SHAPED, "spread")
+    assert summary["shape"] == "verifier" and summary["private"] == []
+    assert summary["entry"] == ["bash", "problem/hills-verifier.sh"]
+    # The problem's own verifier is kept byte for byte; the wrapper adds --holdout.
+    assert (hill_dir / "verifier.sh").read_bytes() == (VERIFIER_SHAPED / "verifier.sh").read_bytes()
+    wrapper = (hill_dir / "hills-verifier.sh").read_text()
+    assert "exec bash problem/verifier.sh --holdout" in wrapper
+    spec = manifest.load(str(hill_dir))
+    assert spec["evaluator"] == {"shape": "command", "entry": ["bash", "problem/hills-verifier.sh"]}
+    assert spec["metrics"] == [{"name": "min-distance", "direction": "max"}]
+    assert spec["final"] == {"budget": None} and spec["network"] is False and spec["params"] == {}
+    assert (hill_dir / "examples" / "baseline" / "solution.py").read_text() == \
+        (VERIFIER_SHAPED / "baseline.py").read_text()
+    assert (hill_dir / "data" / "count.txt").is_file()
+    assert 'dependencies = []' in (hill_dir / "pyproject.toml").read_text()
+
+
+def test_unknown_keys_are_warned_about_and_noted_in_the_readme(tmp_path):
+    hill_dir, summary = imported(tmp_path, VERIFIER_SHAPED, "spread")
+    assert summary["warnings"] == [f"'{VERIFIER_SHAPED / 'problem.yaml'}': unknown key 'chart_style' is ignored"]
+    readme = (hill_dir / "README.md").read_text()
+    assert readme.startswith("# Spread points\n")
+    assert "## Import notes" in readme and "unknown key `chart_style`" in readme
+    assert "- grid: 0.3333333333" in readme  # chart_baselines become reference scores
+
+
+def test_two_step_problem_becomes_one_verifier_with_private_inputs(tmp_path):
+    hill_dir, summary = imported(tmp_path, TWO_STEP, "knapsack")
+    assert summary["shape"] == "run-then-score"
+    assert summary["private"] == ["private/hidden", "private/holdout"]
+    assert summary["entry"] == ["bash", "problem/verifier.sh"]
+    for rel in ("hidden", "holdout"):
+        assert not (hill_dir / rel).exists(), f"{rel}/ must only be in private/"
+    assert sorted(p.relative_to(hill_dir).as_posix() for p in (hill_dir / "private").rglob("*.json")) == [
+        "private/hidden/optimal.json", "private/holdout/instances.json", "private/holdout/optimal.json"]
+    script = (hill_dir / "verifier.sh").read_text()
+    # The contract's order: the solution step, the result deleted, the scorer.
+    run_at = script.index('"$HILLS_PYTHON" problem/run.py')
+    rm_at = script.index('rm -f "$HILLS_RESULT"')
+    score_at = script.index('"$HILLS_PYTHON" problem/score.py --holdout')
+    assert run_at < rm_at < score_at
+    assert "timeout --kill-after=5 30" in script
+    assert "## Contract" in (hill_dir / "README.md").read_text()
+
+
+@pytest.mark.parametrize("split", ["validation", "holdout"])
+@pytest.mark.parametrize("source", [VERIFIER_SHAPED, TWO_STEP], ids=["verifier", "run-then-score"])
+def test_imported_verifier_scores_what_hillclimb_scores(tmp_path, source, split):
+    hill_dir, summary = imported(tmp_path, source, "imported")
+    example = hill_dir / "examples" / summary["examples"][0]
+    expected = by_hand(tmp_path, source, example, split)
+    got = as_hills_runs_it(tmp_path, hill_dir, example, split)
+    assert got == expected
+    assert math.isfinite(got["score"])
+
+
+def test_holdout_inputs_are_out_of_reach_on_validation(tmp_path):
+    hill_dir, summary = imported(tmp_path, TWO_STEP, "knapsack")
+    example = hill_dir / "examples" / "baseline"
+    # A solution step that reads the holdout instances fails on validation, as in hillclimb.
+    peek = tmp_path / "peek"
+    shutil.copytree(example, peek)
+    (peek / "solution.py").write_text(
+        "import pathlib\npathlib.Path('problem/holdout/instances.json').read_text()\n"
+        + (example / "solution.py").read_text())
+    with pytest.raises(AssertionError, match="No such file"):
+        as_hills_runs_it(tmp_path, hill_dir, peek, "validation")
+    assert as_hills_runs_it(tmp_path, hill_dir, peek, "holdout")["score"] > 0
+
+
+def test_requirements_become_dependencies(tmp_path):
+    source = tmp_path / "problem"
+    shutil.copytree(VERIFIER_SHAPED, source)
+    (source / "requirements.txt").write_text("# pinned\nnumpy>=1.24  # arrays\n\nscipy ; python_version >= '3.9'\n")
+    hill_dir, _ = imported(tmp_path, source, "deps")
+    text = (hill_dir / "pyproject.toml").read_text()
+    assert '"numpy>=1.24"' in text and "\"scipy ; python_version >= '3.9'\"" in text
+    (source / "requirements.txt").unlink()
+    (source / "problem.yaml").write_text((source / "problem.yaml").read_text().replace(
+        "requirements: requirements.txt\n", ""))
+    hill_dir, summary = imported(tmp_path, source, "runtime")
+    assert all(f'"{name}"' in (hill_dir / "pyproject.toml").read_text() for name in hillclimb.DEFAULT_RUNTIME)
+    assert any("default runtime" in note for note in summary["notes"])
+
+
+def test_unit_tests_move_out_of_the_hills_own_tests_folder(tmp_path):
+    source = tmp_path / "problem"
+    shutil.copytree(TWO_STEP, source)
+    (source / "tests" / "unit").mkdir(parents=True)
+    (source / "tests" / "unit" / "test_solution.py").write_text("def test_nothing():\n    pass\n")
+    (source / "problem.yaml").write_text((source / "problem.yaml").read_text() + (
+        "unit_tests:\n  root: tests/unit\n  command: ['{python}', '-m', 'pytest', '-q', '{tests}']\n"))
+    hill_dir, summary = imported(tmp_path, source, "with-tests")
+    spec = manifest.load(str(hill_dir))
+    assert spec["unit_tests"] == {"command": ["{python}", "-m", "pytest", "-q", "{tests}"], "path": "unit_tests/unit"}
+    assert (hill_dir / "unit_tests" / "unit" / "test_solution.py").is_file()
+    assert sorted(p.name for p in (hill_dir / "tests").iterdir()) == [hillclimb.TEST_FILE]
+    assert any("unit_tests/unit/" in note for note in summary["notes"])
+
+
+def test_a_problem_without_holdout_refuses_final(tmp_path):
+    source = tmp_path / "problem"
+    shutil.copytree(VERIFIER_SHAPED, source)
+    yaml_path = source / "problem.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("holdout: true", "holdout: false"))
+    hill_dir, summary = imported(tmp_path, source, "nohold")
+    assert summary["entry"] == ["bash", "problem/verifier.sh"]
+    assert manifest.load(str(hill_dir))["final"] == {"budget": 0}
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD_CASES = {
+    "no-problem-yaml": (None, None, ["problem.yaml' is missing"]),
+    "bad-yaml": ("metric: [score\nhigher_is_better: true\n", None, ["problem.yaml': not valid YAML at line"]),
+    "no-verifier": ("metric: score\nhigher_is_better: true\n", {"description.md": "x\n", "baseline.py": "\n"},
+                    ["verifier.sh' is missing", "no verifier"]),
+    "no-metric": ("higher_is_better: true\n", None, ["problem.yaml': missing key 'metric'"]),
+    "quoted-direction": ("metric: score\nhigher_is_better: 'false'\n", None,
+                         ["key 'higher_is_better': expected true or false, unquoted, got 'false'"]),
+    "run-without-score": ("metric: score\nhigher_is_better: true\nrun: run.py\n", None, ["missing key 'score'"]),
+    "holdout-inputs-without-holdout": (
+        "metric: s\nhigher_is_better: true\nscore: verify.py\nholdout_inputs: [hold]\n",
+        {"description.md": "x\n", "verify.py": "\n", "hold/seed.txt": "1\n", "baseline.py": "\n"},
+        ["key 'holdout': expected true when 'holdout_inputs' is set"]),
+    "missing-scorer": ("metric: s\nhigher_is_better: true\nscore: verify.py\n", None,
+                       ["verify.py' is missing (named by key 'score'"]),
+    "no-example": ("metric: s\nhigher_is_better: true\nbaseline: 0.5\n",
+                   {"description.md": "x\n", "verifier.sh": "#!/bin/sh\n"},
+                   ["no example solution to import: key 'baseline'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_problems_exit_2_naming_the_file_and_leave_nothing(project, tmp_path, case):
+    yaml_text, files, words = BAD_CASES[case]
+    source = write_problem(tmp_path / "problems" / case, yaml_text, files)
+    result = run_bin("hills", "new", "imported", "--from-hillclimb", source)
+    assert result.code == 2, result.output
+    assert len(result.error_lines) == 1, result.err
+    assert str(source) in result.error_lines[0]
+    for word in words:
+        assert word in result.err
+    assert_nothing_left(project, "imported")
+
+
+def test_a_folder_that_is_not_there_exits_2(project, tmp_path):
+    result = run_cli("new", "imported", "--from-hillclimb", tmp_path / "nowhere")
+    assert result.code == 2
+    assert result.error_lines == [f"error: '{tmp_path / 'nowhere'}' is not a folder"]
+    assert_nothing_left(project, "imported")
+
+
+def test_template_and_import_cannot_be_combined(project):
+    result = run_cli("new", "imported", "-t", "bin-packing", "--from-hillclimb", VERIFIER_SHAPED)
+    assert result.code == 2
+    assert result.error_lines == ["error: --template and --from-hillclimb cannot be combined"]
+    assert_nothing_left(project, "imported")
+
+
+# ---------------------------------------------------------------- through the CLI
+
+@pytest.mark.parametrize("source, name", [(VERIFIER_SHAPED, "spread"), (TWO_STEP, "knapsack")])
+def test_imported_hill_passes_check_and_commits(project, source, name):
+    created = run_bin("hills", "new", name, "--from-hillclimb", source)
+    assert created.code == 0, created.output
+    hill_dir = project / ".hills" / name
+    assert created.out.strip() == str(hill_dir)
+    assert "hillclimb problem" in created.err
+    for rel in ("hill.yaml", "README.md", "pyproject.toml", "uv.lock", "tests/test_hillclimb_problem.py",
+                ".vc/hooks/pre-commit"):
+        assert (hill_dir / rel).is_file(), rel
+    assert "{{name}}" not in (hill_dir / "hill.yaml").read_text()
+    if source == VERIFIER_SHAPED:
+        assert "warning: " in created.err and "unknown key 'chart_style'" in created.err
+    checked = run_bin("hills", "check", name)
+    assert checked.code == 0, checked.output
+    assert f"{name}: all checks passed" in checked.out
+    committed = run_bin("hills", "commit", name, "-m", "imported")
+    assert committed.code == 0, committed.output
+    private_lock = (hill_dir / "private.lock").read_text()
+    tree = run_bin("git", "--git-dir=.vc", "ls-tree", "-r", "--name-only", "HEAD", cwd=hill_dir).out.split()
+    if source == TWO_STEP:
+        for rel in ("private/hidden/optimal.json", "private/holdout/instances.json", "private/holdout/optimal.json"):
+            assert rel in private_lock
+        assert not [path for path in tree if path.startswith(("private/", "hidden/", "holdout/"))]
+    assert "verifier.sh" in tree and "tests/test_hillclimb_problem.py" in tree
+
+
+def test_bin_packing_template_holds_out_its_private_instances(project):
+    created = run_cli("new", "bp", "-t", "bin-packing")
+    assert created.code == 0, created.output
+    hill_dir = project / ".hills" / "bp"
+    held_out = sorted(p.name for p in (hill_dir / "private" / "holdout").iterdir())
+    assert held_out == sorted(p.name for p in (BIN_PACKING / "private" / "holdout").iterdir()) and held_out
+    checked = run_bin("hills", "check", "bp")
+    assert checked.code == 0, checked.output
+    committed = run_bin("hills", "commit", "bp", "-m", "first")
+    assert committed.code == 0, committed.output
+    private_lock = (hill_dir / "private.lock").read_text()
+    for name in held_out:
+        assert f"private/holdout/{name}" in private_lock
+    tree = run_bin("git", "--git-dir=.vc", "ls-tree", "-r", "--name-only", "HEAD", cwd=hill_dir).out.split()
+    assert "data/validation/v01-uniform.json" in tree
+    assert not [path for path in tree if path.startswith("private/")]
+
+
+# ---------------------------------------------------------------- end to end
+
+# hillclimb gives solution.py the problem's ./data; the bubblewrap sandbox of
+# `$HILLS_PYTHON $HILLS_SOLUTION` hides the whole run folder, data/ included.
+SOLUTION_READS_DATA = pytest.mark.xfail(sandbox.bwrap_works(), strict=False,
+                                        reason="the submission sandbox hides ./data from solution.py")
+
+
+@needs_command_eval
+@pytest.mark.parametrize("source, name", [pytest.param(VERIFIER_SHAPED, "spread", marks=SOLUTION_READS_DATA),
+                                          (TWO_STEP, "knapsack")])
+def test_hills_eval_scores_what_hillclimb_scores(project, tmp_path, source, name):
+    assert run_bin("hills", "new", name, "--from-hillclimb", source).code == 0
+    assert run_bin("hills", "commit", name, "-m", "imported").code == 0
+    example = project / ".hills" / name / "examples" / "baseline"
+    for split, flags in (("validation", []), ("holdout", ["--final"])):
+        expected = by_hand(tmp_path, source, example, split)
+        result, report = eval_json(example, "-H", name, *flags)
+        assert result.code == 0, result.err
+        assert report["status"] == "passing" and report["final"] == (split == "holdout")
+        assert report["metrics"][0]["value"] == expected["score"]
+        if "instances" in expected:
+            assert report["instances"] == expected["instances"]
+
+
+@needs_command_eval
+def test_bin_packing_final_scores_the_private_instances(project, tmp_path):
+    assert run_cli("new", "bp", "-t", "bin-packing").code == 0
+    assert run_cli("commit", "bp", "-m", "first").code == 0
+    hill_dir = project / ".hills" / "bp"
+    example = hill_dir / "examples" / "first-fit-decreasing"
+    namespace = {}
+    exec((example / "solution.py").read_text(), namespace)
+
+    def mean_bins(folder):
+        counts = []
+        for path in sorted(folder.glob("*.json")):
+            case = json.loads(path.read_text())
+            counts.append(len(namespace["pack"](case["items"], case["capacity"])))
+        return sum(counts) / len(counts)
+
+    result, report = eval_json(example, "-H", "bp")
+    assert result.code == 0, result.err
+    assert report["metrics"][0] == {"name": "bins", "value": mean_bins(hill_dir / "data" / "validation"),
+                                    "direction": "min"}
+    assert set(report["instances"]) == {p.stem for p in (hill_dir / "data" / "validation").glob("*.json")}
+    assert report["report"]["segment_label"] == "instance"
+    result, report = eval_json(example, "-H", "bp", "--final")
+    assert result.code == 0, result.err
+    assert report["final"] is True
+    assert report["metrics"][0]["value"] == mean_bins(hill_dir / "private" / "holdout")
+    assert "instances" not in report
