@@ -5,7 +5,6 @@ import json
 import os
 import secrets
 import shutil
-import sys
 import time
 
 from . import (chain, command, locks, manifest, replicates, report as report_module, runner, sandbox, sdk,
