@@ -377,15 +377,24 @@ def eval_command(submission, hill_name, params, final, force, current, queue, ve
                                queue=queue, verbose=verbose, repeat=repeat, knobs=list(knobs) or None)
     if output:
         _check_output_path(output)
-    report = evaluate.evaluate(request, say=say)
-    text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
-    if output:
-        state.atomic_write(output, text + "\n")
-    emit(text)
+    try:
+        report = evaluate.evaluate(request, say=say)
+    except errors.HillsError as exc:
+        if getattr(exc, "report", None) is not None:
+            _emit_report(exc.report, output, as_json)
+        raise
+    _emit_report(report, output, as_json)
     if not as_json:
         _eval_summary(report, submission)
     if report["status"] != "passing":
         raise SystemExit(errors.EXIT_NO)
+
+
+def _emit_report(report, output, as_json):
+    text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
+    if output:
+        state.atomic_write(output, text + "\n")
+    emit(text)
 
 
 def _check_output_path(output):

@@ -145,7 +145,24 @@ def audit_leaks(hill, private_entries):
                           hint="drop the commits, stashes, tags or notes that hold it, then run: "
                                "git --git-dir=.vc reflog expire --expire-unreachable=now --all && "
                                "git --git-dir=.vc gc --prune=now")
-    if not reachable or not private_entries:
+    if not reachable:
+        return
+    # rev-list names each object once, by the first path it meets: a tree
+    # also stored under another name (backup/ beside private/) would hide
+    # the private/ one. Ask the history for the path itself.
+    touched = repo.run("log", "--all", "--reflog", "--full-history", "--no-renames", "--name-only",
+                       "--format=@%H", "--", "private", ok_codes=(0, 128))
+    commit_id = ""
+    for line in touched.splitlines():
+        if line.startswith("@"):
+            commit_id = line[1:]
+        elif line.strip():
+            raise Refused(f"'{line.strip()}' is in the history of hill '{hill.name}' (commit {commit_id[:12]}): "
+                          "held-out data must never enter git; nothing was committed",
+                          hint="drop the commits, stashes, tags or notes that hold it, then run: "
+                               "git --git-dir=.vc reflog expire --expire-unreachable=now --all && "
+                               "git --git-dir=.vc gc --prune=now")
+    if not private_entries:
         return
     blobs = {}
     out = repo.run("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",

@@ -44,18 +44,14 @@ def pinned_manifest(hill, tree_hash):
     cached as JSON (a newer hills may read more keys from the same text)."""
     cache = os.path.join(state.state_dir(hill.name, tree_hash), "manifest.json")
     tool = report_module.tool_identity()["sha256"]
-    try:
-        with open(cache, encoding="utf-8") as handle:
-            cached = json.load(handle)
-        if cached.get("tool") == tool:
-            return cached["manifest"]
-    except (FileNotFoundError, ValueError, AttributeError, KeyError):
-        pass
+    cached = state.sealed_read(cache)
+    if isinstance(cached, dict) and cached.get("tool") == tool:
+        return cached["manifest"]
     text = hill.repo.show_blob(tree_hash, "hill.yaml")
     if text is None:
         raise Refused(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}")
     spec = manifest.parse_text(text, f"hill.yaml at {tree_hash[:12]}", hill.name)
-    state.atomic_write(cache, json.dumps({"tool": tool, "manifest": spec}))
+    state.sealed_write(cache, {"tool": tool, "manifest": spec})
     return spec
 
 
@@ -96,35 +92,36 @@ def materialize(hill, rev, run_hill_dir):
 def pinned_tree(hill, commit_id):
     """The tree hash of a commit; commits are immutable, so it is cached."""
     cache = os.path.join(state.home(), "cache", "commit-tree", commit_id)
-    try:
-        with open(cache, encoding="ascii") as handle:
-            tree_hash = handle.read().strip()
-        if len(tree_hash) == 40:
-            return tree_hash
-    except OSError:
-        pass
+    tree_hash = state.sealed_read(cache)
+    if isinstance(tree_hash, str) and len(tree_hash) == 40:
+        return tree_hash
     tree_hash = hill.repo.tree_of(commit_id)
-    state.atomic_write(cache, tree_hash + "\n")
+    state.sealed_write(cache, tree_hash)
     return tree_hash
 
 
 def pinned_files(hill, commit_id, tree_hash):
     """A pristine copy of the tree's files and its decoded locks, made once
-    per tree in machine state: (folder, {lock_name: entries})."""
+    per tree in machine state and sealed with the machine key: an edit of
+    the copy is noticed and the copy made again. (folder, {lock: entries})."""
     root = state.state_dir(hill.name, tree_hash)
     folder = os.path.join(root, "tree")
-    locks_path = os.path.join(root, "locks.json")
-    try:
-        with open(locks_path, encoding="utf-8") as handle:
-            expected = json.load(handle)
-        if os.path.isdir(folder):
-            return folder, expected
-    except (OSError, ValueError):
-        pass
+    seal = os.path.join(root, "tree.seal.json")
+
+    def intact():
+        sealed = state.sealed_read(seal)
+        if isinstance(sealed, dict) and os.path.isdir(folder) \
+                and sealed.get("signature") == state.folder_signature(folder):
+            return sealed["locks"]
+        return None
+
+    expected = intact()
+    if expected is not None:
+        return folder, expected
     with state.file_lock(os.path.join(root, "tree.lock")):
-        if os.path.isdir(folder) and os.path.exists(locks_path):
-            with open(locks_path, encoding="utf-8") as handle:
-                return folder, json.load(handle)
+        expected = intact()
+        if expected is not None:
+            return folder, expected
         expected = {}
         for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
             text = hill.repo.show_blob(commit_id, lock_name)
@@ -135,7 +132,7 @@ def pinned_files(hill, commit_id, tree_hash):
         materialize(hill, commit_id, staging)
         shutil.rmtree(folder, ignore_errors=True)
         os.rename(staging, folder)
-        state.atomic_write(locks_path, json.dumps(expected))
+        state.sealed_write(seal, {"signature": state.folder_signature(folder), "locks": expected})
     return folder, expected
 
 
@@ -375,6 +372,10 @@ def resolve_knobs(req):
                 value = json.loads(raw)
             except ValueError:
                 value = raw
+            spec = declaration.get(name.strip(), {})
+            # A categorical choice that reads as JSON ("1", "true") is meant as text.
+            if spec.get("type") == "categorical" and raw in spec["choices"] and value not in spec["choices"]:
+                value = raw
             items.append((name.strip(), value))
     for name, value in items:
         try:
@@ -457,6 +458,7 @@ def evaluate(req, say=lambda message: None):
             # Refusals and environment failures are attempts too: logged, then reported.
             envelope.update(status="refused", passed=False, reason=exc.message)
             _finish(hill, head, log_tree, envelope, key)
+            exc.report = envelope  # the caller still prints it: refusals are reports too
             raise
         except KeyboardInterrupt:
             if envelope["status"] != "interrupted":  # else the runner already said which signal
@@ -519,6 +521,11 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
             command.prepare_workdir(submission_dir, run_hill_dir)
         except report_module.Malformed as exc:
             raise Refused(str(exc))
+        # The solution may rewrite its own folder, but hills.sdk puts back
+        # the links that the verifier's later steps go through.
+        config["links"] = {name: os.readlink(os.path.join(submission_dir, name)) for name in ("problem", "data")
+                           if os.path.islink(os.path.join(submission_dir, name))}
+        extra["HILLS_SUBMISSION_SANDBOX"] = json.dumps(config)
         return run_command(spec, python, run_dir, submission_dir, params, req.final, req.verbose,
                            extra, tag, confinement, wrapper) + (submission_dir, extra, tag)
 

@@ -188,13 +188,16 @@ The full tree hash of the newest version:
 never committed; the title says which tree hash HEAD has.""",
         "output": """Markdown on standard output: a title with the hill's name, version and
 tree hash (or `not committed yet`), its description, then the sections
-`Submission contract`, `Params` (type, bounds or choices, default, and
-whether the param is primary), `Metrics` (name and direction) and `Task`,
-which is the hill's `README.md`.
+`Submission contract` (with, when the hill declares frozen unit tests,
+their command and where the climber's disposable copy of them is: the
+hill's own working folder, which only `--current` evaluations read), `Params`
+(type, bounds or choices, default, and whether the param is primary),
+`Metrics` (name and direction) and `Task`, which is the hill's `README.md`.
 
 With `--json`, one object with the keys `hill`, `version`, `description`,
 `tree_hash`, `path`, `evaluator`, `params`, `metrics`, `timeout`,
-`replicates`, `final_budget`, `examples`, `submission` and `readme`.""",
+`replicates`, `final_budget`, `examples`, `submission` (with a
+`unit_tests` entry when the hill has frozen unit tests) and `readme`.""",
         "exit": [
             (0, "the hill was described"),
             (2, "no such hill, an invalid `hill.yaml`, or no `README.md`"),
@@ -241,34 +244,80 @@ spent, `--final` is refused.
 The evaluator runs in the hill's own uv environment, with only `PATH`,
 `HOME`, the locale, `TMPDIR`, `TERM`, the user name and the GPU visibility
 variables of the caller's environment, plus `HILLS_PYTHON`,
-`HILLS_SUBMISSION` and `HILLS_SPLIT` (`validation`, or `holdout` with
-`--final`). The watchdog is the `timeout` of hill.yaml(5): when it fires,
-every process the evaluator started is killed. The newest 20 run folders of
-each hill are kept under `$HILLS_HOME/runs/`.""",
+`HILLS_SUBMISSION`, `HILLS_SPLIT` (`validation`, or `holdout` with
+`--final`), `HILLS_REPLICATE_SEED`, `HILLS_PARAMS` when there are knob
+values, and a `PYTHONPATH` holding the small `hills` package that submitted
+code imports (`from hills import spaces`). A command-shape evaluator gets
+more; hill.yaml(5) describes that contract under COMMAND EVALUATORS. The
+watchdog is the `timeout` of hill.yaml(5): when it fires, every process the
+evaluator started is killed. The newest 20 run folders of each hill are kept
+under `$HILLS_HOME/runs/`.
+
+## Replicates
+
+`--repeat N`, or `replicates` in hill.yaml(5) when `--repeat` is not given,
+runs the evaluator N times, with `HILLS_REPLICATE_SEED` set to 0, 1, ...
+N-1, each time on a fresh copy of the submission snapshot (folders
+`submission-0`, `submission-1`, ... of the run folder; with one replicate,
+`submission`). It stops at the first replicate that does not pass. The
+report's metrics, instances and side metrics are the per-key medians over
+the replicates that completed, `spread` gives each metric's minimum,
+maximum and median absolute deviation, and the report block is the one of
+the replicate whose first metric is nearest the median. hills-rank(1) and
+hills-attempts(1) mark a lead no larger than the range of the spread as
+noise.
+
+## Frozen unit tests
+
+When hill.yaml(5) declares `unit_tests`, they run once, right after the
+first replicate passes, from the hill version's frozen copy in the run
+folder (the hill's working folder only with `--current`), against that
+replicate's snapshot. The status is then `passing` if they exit 0, `failing` if they
+exit otherwise, `buggy` if they time out; only a passing suite lets the
+other replicates run.
+
+## Knobs
+
+A submission may declare knobs in a `params.json` at its top level (the
+format is in hills-tune(1)). `-k NAME=VALUE` sets one for this evaluation:
+VALUE is read as JSON (`3`, `0.5`, `true`, `"text"`) and otherwise taken as
+text, then checked against the declaration; a value of the wrong type,
+outside `low`..`high` or not among the `choices` is refused with the
+allowed range. Without `-k`, the declared defaults are the values. The
+values reach submitted code as `HILLS_PARAMS` (JSON) and through
+`spaces.params()`, and the report records them as `trial`. A `params.json`
+that is not a valid declaration is not fatal: the submission runs with no
+values set, so its code falls back on its own defaults, and the report
+carries a warning saying why; `-k` is then refused.""",
         "output": """The signed report, indented JSON, on standard output (one line with
 `--json`); hills-report(5) describes its fields. `--output` writes the same
 text to FILE. On standard error, unless `--json`: the hill and its tree, the
 submission and its hash, the params, the verdict (`PASSED`, `FAILED` or
-`BUGGY`) with the metrics, the config (primary entries marked `*`), the
-reason when it did not pass, and a note when the report is forced or
-unofficial. With `--verbose`, the evaluator's own output is streamed to
+`BUGGY`) with the metrics, the spread of each metric over the replicates,
+the knob values, whether the frozen unit tests passed, any warning, the
+config (primary entries marked `*`), the reason when it did not pass, and a
+note when the report is forced or unofficial. With `--verbose`, the evaluator's own output is streamed to
 standard error as well; it is always kept in `stdout.log` and `stderr.log`
 in the run folder.
 
 A refused evaluation (private data or a blob that no longer matches its
-lock, a symbolic link leaving the submission) prints no report: the error
-goes to standard error. Every report, refused and interrupted ones included,
+lock, a symbolic link leaving the submission, a submission holding
+`problem` or `data` for a command evaluator, an environment that cannot be
+built) prints no report: the error goes to standard error. Every report, refused and interrupted ones included,
 is signed and appended to the attempts log of the hill version, and an
 official one is also added to the git notes of the hill commit.""",
         "exit": [
             (0, "the submission passed (status `passing`)"),
-            (1, "it did not: status `failing` or `buggy` (the report is printed), or the "
-                "evaluation was refused: data no longer matches the locks, a symbolic link "
-                "leaves the submission, the hill has uncommitted changes (without `--force` "
-                "or `--current`) or no commit yet, or the holdout budget is spent"),
+            (1, "it did not: status `failing` (the evaluator said so, or the frozen unit "
+                "tests failed) or `buggy` (the report is printed), or the evaluation was "
+                "refused: data no longer matches the locks, a symbolic link leaves the "
+                "submission, a command-shape submission holds `problem` or `data`, the hill "
+                "has uncommitted changes (without `--force` or `--current`) or no commit yet, "
+                "or the holdout budget is spent"),
             (2, "no such hill, DIR is not a folder, an unknown param or a value of the wrong "
-                "type or out of bounds, `--current` with `--force`, the folder of FILE does "
-                "not exist, or a command-shape evaluator (not run by this version)"),
+                "type or out of bounds, `--repeat` below 1, a knob refused (not declared, "
+                "out of its range, or no valid `params.json`), `--current` with `--force`, "
+                "or the folder of FILE does not exist"),
             (4, "git or uv failed (for example while building the hill's environment), or "
                 "the hill's `exclusive` resource is busy and `--queue` was not given"),
             (130, "interrupted: Ctrl-C, or SIGTERM or SIGHUP while the evaluator runs; the "
@@ -283,11 +332,16 @@ Try another param value, appending the one-line report to a file:
 
     $ hills eval my-packing -H circle-packing -p n=30 --json >> reports.jsonl
 
+Five replicates, to see how noisy a score is; then one knob changed:
+
+    $ hills eval my-packing -H circle-packing --repeat 5 -o five.json
+    $ hills eval ./candidate -H my-task -k restarts=16 -k init=random
+
 Use the exit status in a loop:
 
     $ if hills-eval ./candidate -H my-task --json > report.json; then echo passed; fi""",
-        "see_also": ["hills-report(5)", "hills-verify(1)", "hills-attempts(1)", "hills-rank(1)",
-                     "hill.yaml(5)", "hills-lock(5)"],
+        "see_also": ["hills-report(5)", "hills-verify(1)", "hills-show(1)", "hills-attempts(1)",
+                     "hills-rank(1)", "hills-tune(1)", "hill.yaml(5)", "hills-lock(5)"],
     },
     "verify": {
         "arguments": {"reports": "Report files to check; `-` reads one report from standard input."},
@@ -383,13 +437,17 @@ noticed too:
 log order with its seq, timestamp, verdict (`PASSED`, `FAILED`, `BUGGY`,
 `REFUSED` or `INTERRUPTED`) and metrics, the start of the submission hash,
 `(unofficial)` when it applies and the reason when it did not pass; then
-`best:` and the top report of each comparable group (see hills-rank(1));
+`best:` and the top report of each comparable group (see hills-rank(1)),
+ending in `; its lead over the runner-up is within the replicate spread:
+noise` when the gap to the second report is no larger than the range
+(maximum minus minimum) of either one's first metric over its replicates;
 then `chain intact: N entries`, or `chain BROKEN at line N of LOG` with one
 line per problem. The log is also checked against the newest seq and mac
 kept in the hill's git notes, so a tail cut off the log is reported.
 
 With `--json`, one object: `{"hill", "tree_hash", "log", "attempts": [{"seq",
-"line", "report"}], "best": [{"primary", "source", "report", "candidates"}],
+"line", "report"}], "best": [{"primary", "source", "report", "candidates",
+"noise"}],
 "chain": {"ok", "count", "problems", "break_line"}}`.""",
         "exit": [
             (0, "the chain is intact"),
@@ -415,13 +473,15 @@ that have it.""",
         "output": """For each comparable group, on standard output: `HILL @ TREE  [PRIMARY]`
 (the primary config values, or `no primary config`), then its reports best
 first: the position, the verdict and metrics, the start of the submission
-hash, and where the report came from (its file name, or `HILL seq N` for a
-logged report). Then `not ranked:` and one line per report left out, with
+hash, where the report came from (its file name, or `HILL seq N` for a
+logged report), and `(within noise of the one above)` when its gap to the
+report above it is no larger than the range (maximum minus minimum) of
+either one's first metric over its replicates: their order is noise. Then `not ranked:` and one line per report left out, with
 the reason: an INVALID signature, an unofficial report, or a status other
 than `passing`.
 
 With `--json`, one object: `{"groups": [{"hill", "tree_hash", "primary",
-"metric_order", "entries": [{"position", "source", "report"}]}], "apart":
+"metric_order", "entries": [{"position", "source", "noise", "report"}]}], "apart":
 [{"source", "report", "reason"}]}`.""",
         "exit": [
             (0, "the reports were ranked, even when some were left out"),
@@ -435,6 +495,145 @@ With `--json`, one object: `{"groups": [{"hill", "tree_hash", "primary",
 
     $ hills rank reports/*.json --json > ranking.json""",
         "see_also": ["hills-attempts(1)", "hills-verify(1)", "hills-report(5)"],
+    },
+    "show": {
+        "arguments": {"report_path": "The report file; `-` reads one report from standard input."},
+        "more": """Nothing is recomputed: the report is shown as it was signed. The
+signature is checked with this machine's key, as hills-verify(1) does.""",
+        "output": """On standard output: `signature valid`, or `signature INVALID (WHY)`;
+then `HILL @ TREE` (12 hex digits, or `working tree`) with the timestamp and,
+for an unofficial report, why. Then indented lines: `status` (the verdict
+and metrics), `reason` when it did not pass, `submission` (its hash), `git`
+(the submission's branch and commit), `params`, `trial` (the knob values),
+`warning` lines, and `config` (primary entries marked `*`).
+
+Then, when present: `metrics:`, one line per metric with its value and
+direction and, after replicates, `spread min X max Y MAD Z over N`; `side
+metrics (recorded, not ranked):`; `unit tests:` and whether they passed;
+`report:` (marked self-reported, or with the replicate it was taken from)
+with its `overall` values, the segments of `zones` sorted worst first (by
+their `score`, lowest first when the first metric is maximised, highest
+first when it is minimised) under `by LABEL (worst first):`, where LABEL is
+the block's `segment_label`, the rows of `horizons`, `quantiles` and
+`worst_origins` (20 at most each), and any other key of the block; and
+`instances (N, worst first):` with the 50 worst instances in the same
+order.""",
+        "exit": [
+            (0, "the signature is valid"),
+            (1, "the signature is INVALID (the report is shown anyway, marked so)"),
+            (2, "the file is missing, unreadable or not a JSON object"),
+            (4, "the machine key is damaged"),
+        ],
+        "examples": """    $ hills eval ./candidate -H my-task --repeat 5 -o report.json >/dev/null
+    $ hills show report.json
+    signature valid
+    my-task @ 3f2c0a9e51d7  2026-11-30T02:43:52Z
+      status       PASSED   score=3 (max)
+      submission   blake3:baeff2c099ddab8f...
+      config       mode=validation*   (* = primary)
+    metrics:
+      score                           3  (max)  spread min 1 max 5 MAD 1 over 5
+    report (from replicate 1, the one nearest the median):
+      by case (worst first):
+        bad                score=2
+        good               score=10
+    instances (2, worst first):
+      a                               2
+      b                               8""",
+        "see_also": ["hills-verify(1)", "hills-eval(1)", "hills-report(5)"],
+    },
+    "tune": {
+        "arguments": {"submission": """The submission folder. It must hold a valid `params.json` declaring its
+knobs; the best values found are written beside it, as
+`DIR.best-params.json`."""},
+        "more": """## params.json
+
+A submission declares its knobs in a `params.json` at its top level: a JSON
+object mapping each knob's name to its space, one of
+
+    {"type": "int", "low": 1, "high": 64, "log": true, "default": 8}
+    {"type": "float", "low": 0.0001, "high": 0.1, "log": true, "default": 0.01}
+    {"type": "int", "low": 0, "high": 10, "step": 2, "default": 4}
+    {"type": "categorical", "choices": ["grid", "random"], "default": "grid"}
+
+`low` and `high` are required for `int` and `float` (integers for `int`),
+with `low` not above `high`; `log` (default false) samples on a log scale
+and needs `low` above 0; `step` (a positive number, an integer for `int`)
+puts the values on the grid `low`, `low + step`, ... and cannot be combined
+with `log`; `choices` is a non-empty list. Every knob needs a `default`
+inside its space. Submitted code reads the values of the current trial with
+
+    from hills import spaces
+    P = spaces.params()
+
+which returns the trial's values, or the declared defaults outside a trial.
+hills puts this module on the `PYTHONPATH` of every evaluation, so it
+imports inside the hill's environment, where hills is not installed.
+
+## Trials
+
+Trial 0 uses the declared defaults. The `random` tuner then draws each knob
+uniformly (log-uniformly with `log`, on the grid with `step`); `optuna`
+uses optuna's TPE sampler, told each trial's first metric in its
+direction, and needs the optional `hills[optuna]` extra. Trials run K at a
+time with `--parallel K`, each as its own `hills eval DIR -H NAME -k ...`
+process, so each is an ordinary evaluation: signed, appended to the hill
+version's attempts log and carrying its values as `trial`. The
+candidate's score is its best passing trial, ranked as hills-rank(1) ranks
+reports.""",
+        "output": """On standard error, one line per trial as it finishes: its number, its
+status, its metrics (or the reason it has none) and its knob values. On
+standard output: `best trial N:` with its metrics, `knobs` with its values,
+and `written to PATH`, the file holding those values as a JSON object; or
+`no trial passed`.
+
+With `--json`, one object: `{"hill", "submission", "tuner", "budget",
+"trials": [{"trial", "knobs", "status", "metrics", "reason", "run_id"}],
+"best": {"trial", "knobs", "metrics", "run_id", "report"}, "best_params_file"}`,
+where `best` and `best_params_file` are null when no trial passed.""",
+        "exit": [
+            (0, "at least one trial passed; the best values were written"),
+            (1, "no trial passed (a trial whose evaluation was refused, for example for a "
+                "bad `-p` value, counts as not passed)"),
+            (2, "no such hill, DIR is not a folder, it has no valid `params.json`, or "
+                "`--budget` or `--parallel` below 1"),
+            (4, "`--tuner optuna` without optuna installed (no trial is run), or git or uv failed"),
+        ],
+        "examples": """Spend 20 evaluations, four at a time:
+
+    $ hills tune ./candidate -H my-task --budget 20 --parallel 4
+    best trial 7: score=0.912 (max)
+      knobs  restarts=16  init=random
+      written to /home/me/demo/candidate.best-params.json
+
+Score those values again, with replicates:
+
+    $ hills eval ./candidate -H my-task --repeat 5 -k restarts=16 -k init=random""",
+        "see_also": ["hills-eval(1)", "hills-attempts(1)", "hills-rank(1)", "hills-report(5)"],
+    },
+    "pin": {
+        "arguments": {"name": HILL_ARGUMENT,
+                      "tree": """The tree hash to approve: all 40 hex digits, or at least 4 of them as
+hills-log(1) prints them. The tree of HEAD when omitted."""},
+        "more": """The approval is kept in the machine registry with an HMAC made with the
+machine key; a record edited by other means makes every evaluation of the
+hill unofficial until a version is approved again. Without an approval,
+every committed version scores officially.""",
+        "output": """The full approved tree hash, one line, on standard output, and a line
+on standard error saying evaluations of other versions are unofficial. With
+`--clear`, nothing on standard output and one line on standard error.""",
+        "exit": [
+            (0, "the version was approved, or the approval cleared"),
+            (1, "the hill has no commits yet"),
+            (2, "no such hill, TREE is not a tree of the hill, or `--clear` with a TREE"),
+            (4, "the machine key or registry is damaged"),
+        ],
+        "examples": """Approve the version a person reviewed, then see a later edit score unofficially:
+
+    $ hills pin my-task
+    f48111974a00b3398edbcc5ec35f3616e52944b4
+    $ hills pin my-task --clear""",
+        "see_also": ["hills-log(1)", "hills-eval(1)", "hills-report(5)"],
     },
 }
 
@@ -506,6 +705,10 @@ $HILLS_HOME/runs/NAME/
 $HILLS_HOME/envs/NAME/
 : The hill's uv environments, one per committed tree.
 
+$HILLS_HOME/sdk/
+: The small `hills` package (`spaces`, `sdk`) put on the `PYTHONPATH` of
+  evaluators and submitted code, one folder per hills build.
+
 $HILLS_HOME/cache/stat/
 : The stat caches of the lock files; see hills-lock(5).
 
@@ -564,8 +767,8 @@ version YAML would read as a number (`"1.0"`)."""),
 For `function`, `entry` is a `.py` file inside the hill, `eval.py` by
 default, defining `eval(submission, *, final=False, **params)`. For
 `command`, `entry` is the command as a list of strings (a string is split on
-white space). Command-shape evaluators are validated and checked, but this
-version of hills-eval(1) does not run them yet."""),
+white space), run as COMMAND EVALUATORS below describes; `metrics` is then
+required."""),
     "timeout": ("number, default 600",
                 """The watchdog, in seconds, greater than 0: an evaluation still running
 after it is killed, with every process it started, and reported `buggy`."""),
@@ -585,10 +788,19 @@ every file is a blob, either a number of bytes or a string such as `10MB`,
     "unit_tests": ("mapping, default none",
                 """Frozen tests run against submissions: `command`, a list of strings (a
 string is split on white space), and `path`, a folder inside the hill,
-`unit_tests` by default. Validated; this version does not run them yet."""),
+`unit_tests` by default, committed with the rest of the hill. In `command`,
+`{python}` is the hill environment's interpreter, `{tests}` the frozen copy
+of `path` in the run folder, `{solution}` the submission's `solution.py` and
+`{submission}` its folder. hills-eval(1) runs the command once, after the
+first replicate passes, in the submission's snapshot and under the
+watchdog: exit 0 keeps the status `passing`, another exit status makes it
+`failing`, a timeout `buggy`. The hill's working `path` folder is the
+climber's disposable copy (hills-describe(1) says where it is); only
+`--current` evaluations read it."""),
     "replicates": ("integer, default 1",
-                """How many times each evaluation is run, at least 1. Validated; this version
-runs one replicate."""),
+                """How many replicates each evaluation runs, at least 1, with seeds 0 to N-1;
+`hills eval --repeat N` overrides it. Metrics are then medians, with their
+spread; see hills-eval(1)."""),
     "final": ("mapping, default no budget",
                 """`budget`: how many official `--final` (holdout) evaluations each version
 of the hill allows, an integer of at least 0, or null for no limit. Refused
@@ -598,11 +810,20 @@ evaluations do not count."""),
 lowercase letters, digits, `_` and `-`. A second evaluation needing it fails
 with exit status 4, or waits with `--queue`."""),
     "sandbox": ("string, default auto",
-                """`auto`, `bwrap` or `none`. Validated; this version does not confine the
-evaluator yet."""),
+                """How the evaluator and the submitted code it starts are isolated:
+`bwrap` confines them with bubblewrap and fails the evaluation (exit status
+4) when it is not usable; `auto` uses bubblewrap when it is usable and
+runs without isolation otherwise; `none` never isolates. The level used is
+recorded in the report's config as `isolation`."""),
     "network": ("boolean, default false",
-                """Whether the evaluator may reach the network. Validated; this version does
-not enforce it yet."""),
+                """Whether the evaluator and submitted code may reach the network. When
+false, the bubblewrap isolation of `sandbox` gives them none; without
+isolation it is not enforced."""),
+    "limits": ("mapping, default the timeout and 4GiB",
+                """Limits on submitted code that the evaluator starts through the `hills.sdk`
+module (in a command verifier, `$HILLS_PYTHON $HILLS_SOLUTION`): `time`, in
+seconds, greater than 0, the `timeout` by default; and `memory`, a size
+written as for `blobs.threshold`, at least 64MiB, 4GiB by default."""),
 }
 
 PARAM_KEYS = {
@@ -632,8 +853,7 @@ evaluation of the working tree."""),
 paths, modes and contents (one record per file or link, sorted by path).
 Null when the evaluation stopped before the submission was read."""),
     "submission_git": ("object or null", """When the submission folder is in a git checkout:
-`ref` (`BRANCH@COMMIT`), `dirty` (boolean) and `root` (the checkout's top
-folder). Null otherwise."""),
+`ref` (`BRANCH@COMMIT`) and `dirty` (boolean). Null otherwise."""),
     "passed": ("boolean", "True exactly when `status` is `passing`."),
     "status": ("string", "One of the statuses below."),
     "reason": ("string or null", """Why the submission did not pass: the evaluator's
@@ -659,24 +879,52 @@ of the Python files of the hills package that made the report."""),
     "report_version": ("integer", f"The version of this format, currently {report.REPORT_VERSION}."),
     "run_id": ("string", """The run folder's name under `$HILLS_HOME/runs/HILL/`: a UTC stamp and
 8 hex digits."""),
-    "duration_s": ("number", "Seconds the evaluator ran. Absent when it never started."),
+    "replicates": ("integer", """How many replicates completed and make up the metrics: fewer than
+asked when one did not pass, 0 when the first one broke (see
+hills-eval(1)). A report refused before the evaluator ran carries the
+number asked for."""),
+    "trial": ("object", """The knob values of the evaluation, when the submission declares knobs in
+`params.json` (see hills-tune(1)): the declared defaults with the `-k`
+values. Absent otherwise."""),
+    "warnings": ("list of strings", """Problems that did not stop the evaluation, such as a `params.json`
+that is not a valid declaration. Absent when there are none."""),
+    "duration_s": ("number", """Seconds the evaluator ran, summed over the replicates. Absent when it
+never started."""),
     "output_dropped_bytes": ("integer", """Bytes of evaluator output dropped beyond the 8 MiB kept
 per stream. Absent when nothing was dropped."""),
+    "unit_tests": ("object or null", """Present when the hill declares frozen unit tests and they ran:
+`passed` (boolean), `exit_code` (null when they were killed) and
+`duration_s`; null when the tests folder is missing from the hill."""),
     "instances": ("object", """Present when the evaluator reports one: per-instance scores, name to
-finite number, in the same metric and direction."""),
-    "report": ("object", "Present when the evaluator reports one: a breakdown block, kept as given."),
+finite number, in the same metric and direction; with replicates, the
+per-name median."""),
+    "side_metrics": ("object", """Command evaluators only: the other finite numeric keys of the result,
+name to number (medians over replicates). Recorded, never ranked."""),
+    "spread": ("object", """With more than one replicate: for each metric name, `min`, `max`, `mad`
+(the median absolute deviation from the median) and `n`, the number of
+replicates."""),
+    "report": ("object", """Present when the evaluator reports one: a breakdown block, kept as given;
+with replicates, the block of the replicate named by `report_replicate`."""),
+    "report_replicate": ("integer", """With more than one replicate and a report block: the seed of the
+replicate whose block is shown, the one whose first metric is nearest the
+median."""),
     "signature": ("string", "`hmac-sha256:` and 64 hex digits; see SIGNATURE below."),
 }
 
 STATUSES = {
-    "passing": "The evaluator ran and said the submission passed. Only passing reports rank.",
-    "failing": "The evaluator ran and said it did not pass.",
+    "passing": """The evaluator ran and said the submission passed, and the frozen unit
+tests, if any, passed too. Only passing reports rank.""",
+    "failing": "The evaluator ran and said it did not pass, or the frozen unit tests failed.",
     "buggy": """The evaluation broke: the evaluator crashed, timed out, returned no result or
 one that breaks the contract (a missing `passed`, a metric that is not a finite
-number, an unknown key).""",
-    "refused": """The evaluation was refused before scoring: the hill's data no longer
-matches its locks, or the submission holds a symbolic link that leaves it.
-hills-eval(1) prints no report for it, but logs it.""",
+number, an unknown key); a command verifier exited non-zero, exited 0
+without a result, or wrote a bad one; or the frozen unit tests timed out.""",
+    "refused": """The evaluation was refused or could not go on: the hill's data no longer
+matches its locks, the submission holds a symbolic link that leaves it (or,
+for a command evaluator, a `problem` or `data` entry), or an environment
+problem stopped it while it ran, such as a hill environment that could not
+be built or a busy exclusive resource. hills-eval(1) prints no report for
+it, but logs it.""",
     "interrupted": """The evaluation was stopped while the evaluator ran: Ctrl-C, SIGTERM or
 SIGHUP, which `reason` names. The evaluator's processes were killed.""",
 }
@@ -708,6 +956,53 @@ these keys:
 `no`, `off`) for `bool`, the text of one of the choices for `categorical`,
 and the text itself for `str`. The value is then checked against the type
 and the bounds."""),
+            ("COMMAND EVALUATORS", """With `shape: command`, hills-eval(1) runs `entry` as a hillclimb-style
+verifier. An argument naming a file of the hill, such as `verifier.sh`, is
+replaced by the path of the hill's frozen copy, so a submission cannot ship
+its own. The command runs under the watchdog with its working folder set to
+a copy of the submission, in which `problem` links to the hill version's
+files and `data` to its `data/` folder (a submission holding either name is
+refused). It gets these variables, each also under the same name with
+`HILLCLIMB_` instead of `HILLS_`, so a hillclimb `verifier.sh` runs
+unchanged:
+
+HILLS_RESULT
+: Where to write the result: a path outside the submission, deleted before
+  every run, so only this run's verifier can have written it.
+
+HILLS_PYTHON
+: The interpreter of the hill's environment. Run on `$HILLS_SOLUTION`, it
+  runs the submitted code confined, under `limits`.
+
+HILLS_SUBMISSION, HILLS_SOLUTION
+: The submission copy (the working folder) and its `solution.py`.
+
+HILLS_SPLIT
+: `validation`, or `holdout` for `hills eval --final`.
+
+HILLS_REPLICATE_SEED
+: The replicate's seed, 0 to N-1 (also as `HILLCLIMB_TRIAL_SEED`).
+
+HILLS_HILL
+: The hill version's files in the run folder.
+
+HILLS_PARAMS
+: The knob values of the evaluation as a JSON object, when the submission
+  declares knobs (see hills-tune(1)).
+
+Exit status 0 with a result file means the verifier accepted the
+candidate; any other exit status makes it `buggy`, and so does exit 0
+without a result file (a contract violation, never a silent zero). The
+result is a JSON object `{"score": X, ...}` or a bare number. `score` must
+be a finite number: NaN, an infinity, a boolean, a string, null, a missing
+`score` key, an empty or unparsable file are each refused with a message
+saying which, and the report is `buggy`. The score becomes the first metric
+of `metrics`, with its direction. Two more keys are reserved: `instances`,
+an object of instance name to finite number, and `report`, an object kept
+as a breakdown block (a NaN or infinity inside it becomes null). Every
+other key holding a finite number is a side metric, recorded in the
+report's `side_metrics` but never ranked; the names of the others (strings,
+booleans, NaN, objects) are listed in `details.side_metrics_dropped`."""),
             ("EXAMPLE", """    spec: 1
     name: circle-packing
     version: 0.1.0

@@ -16,13 +16,11 @@ def set_pin(hill, tree_hash):
     key = state.load_key()
     if len(tree_hash) < 4 or any(c not in "0123456789abcdef" for c in tree_hash):
         raise UsageError(f"'{tree_hash}' is not a tree hash", hint="pass a tree hash from 'hills log NAME'")
-    if len(tree_hash) != 40:
-        resolved = hill.repo.run("rev-parse", "--verify", "-q", f"{tree_hash}^{{tree}}", ok_codes=(0, 1)).strip()
-        if not resolved:
-            raise UsageError(f"no tree '{tree_hash}' in hill '{hill.name}'", hint="see 'hills log " + hill.name + "'")
-        tree_hash = resolved
-    elif hill.repo.run("cat-file", "-t", tree_hash, ok_codes=(0, 128)).strip() != "tree":
+    # A commit id (short or full) stands for its tree, as a short tree id does.
+    resolved = hill.repo.run("rev-parse", "--verify", "-q", f"{tree_hash}^{{tree}}", ok_codes=(0, 1, 128)).strip()
+    if not resolved:
         raise UsageError(f"no tree '{tree_hash}' in hill '{hill.name}'", hint="see 'hills log " + hill.name + "'")
+    tree_hash = resolved
 
     def record(registry):
         entry = registry["hills"].setdefault(hill.name, {"path": hill.path})

@@ -123,7 +123,8 @@ class Confinement:
         """JSON-able settings for hills.sdk.run_submission."""
         os.makedirs(scratch_dir, exist_ok=True)
         config = {"cwd": submission_dir, "scratch": scratch_dir, "timeout": self.limits["time"],
-                  "memory_mb": max(1, self.limits["memory"] // (1024 * 1024)), "prefix": []}
+                  "memory_mb": max(1, self.limits["memory"] // (1024 * 1024)), "prefix": [],
+                  "public": list(self.public)}
         if self.level == LEVEL_BWRAP:
             config["prefix"] = submission_argv(
                 [], home=self.home, hidden=[self.hill_dir, self.run_dir], writable=[submission_dir, scratch_dir],

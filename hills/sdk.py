@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 ENV_CONFIG = "HILLS_SUBMISSION_SANDBOX"
 DEFAULT_MEMORY_MB = 4096
@@ -58,23 +59,104 @@ def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, 
                                stdout=subprocess.PIPE if capture_output else None,
                                stderr=subprocess.PIPE if capture_output else None, text=text)
     try:
-        out, err = process.communicate(input=input, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(process)
-        out, err = process.communicate()
-        raise subprocess.TimeoutExpired(argv, timeout, out, err)
-    except BaseException:
-        _kill(process)
-        raise
-    _kill(process)  # anything it left behind in its group
+        try:
+            out, err = process.communicate(input=input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            out, err = process.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout, out, err)
+        except BaseException:
+            _kill(process)
+            raise
+        _kill(process)  # anything it left behind in its group
+    finally:
+        _tidy(config)
     return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
+def _descendants(pid):
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    children = [int(p) for p in handle.read().split()]
+                found += children
+                frontier += children
+        except OSError:
+            continue
+    return found
+
+
+def _dead(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def _kill(process):
+    # Its descendants first (a sandbox's own processes are not in this
+    # group), and only once they are gone does the caller tidy its folder.
+    descendants = _descendants(process.pid) if process.poll() is None else []
+    for pid in descendants:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    deadline = time.monotonic() + 2
+    while descendants and time.monotonic() < deadline:
+        descendants = [pid for pid in descendants if not _dead(pid)]
+        time.sleep(0.005)
+
+
+def _tidy(config):
+    """After submitted code ran, in a hills eval: put back the links to the
+    hill that later verifier steps go through (./problem, ./data), and
+    remove every symlink it left in its folder that leads outside what it
+    may read. The evaluator can read private/; a link left for it to follow
+    would make it read held-out data on the submission's behalf."""
+    folder = config.get("cwd")
+    if not folder or not os.path.isdir(folder):
+        return
+    links = config.get("links", {})
+    roots = [os.path.realpath(p) for p in [folder] + list(config.get("public", []))]
+    for name, target in links.items():
+        path = os.path.join(folder, name)
+        try:
+            if os.readlink(path) == target:
+                continue
+        except OSError:
+            pass
+        _remove(path)
+        os.symlink(target, path)
+        sys.stderr.write(f"hills: submitted code replaced '{name}'; the link to the hill was put back\n")
+    for current, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(current, name)
+            if not os.path.islink(path) or (current == folder and name in links):
+                continue
+            real = os.path.realpath(path)
+            if not any(real == root or real.startswith(root + os.sep) for root in roots):
+                os.unlink(path)
+                rel = os.path.relpath(path, folder)
+                sys.stderr.write(f"hills: removed the link '{rel}' left by submitted code: it leads outside "
+                                 "what submitted code may read\n")
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 def main(argv):

@@ -98,9 +98,11 @@ def check_value(declaration, name, value):
     spec = declaration[name]
     kind = spec["type"]
     if kind == "categorical":
-        if value not in spec["choices"]:
-            raise ValueRefused(f"knob '{name}' must be one of {spec['choices']}, got {value!r}")
-        return value
+        # The choice itself, so 1 never passes for true (nor 1.0 for 1).
+        for choice in spec["choices"]:
+            if choice == value and isinstance(choice, bool) == isinstance(value, bool):
+                return choice
+        raise ValueRefused(f"knob '{name}' must be one of {spec['choices']}, got {value!r}")
     if kind == "int":
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -132,7 +134,8 @@ def sample(declaration, rng=None):
             value = rng.uniform(low, high)
         step = spec.get("step")
         if step:
-            value = low + round((value - low) / step) * step
+            # On the grid low, low + step, ...: never rounded past high.
+            value = low + min(round((value - low) / step), math.floor((high - low) / step)) * step
         if spec["type"] == "int":
             value = int(round(value))
         point[name] = min(max(value, low), high)

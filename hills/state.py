@@ -151,3 +151,49 @@ def check_writable_home():
     if os.path.exists(root) and not os.access(root, os.W_OK):
         raise UsageError(f"machine state folder '{root}' is not writable",
                          hint="set HILLS_HOME to a folder you own")
+
+
+def _seal_mac(path, body):
+    import hashlib
+    import hmac
+
+    return hmac.new(load_key(), os.path.abspath(path).encode() + b"\0" + body, hashlib.sha256).hexdigest()
+
+
+def sealed_write(path, value, mode=0o600):
+    """Write JSON with an HMAC over its content and its own path: a cache an
+    edit cannot vouch for."""
+    body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    atomic_write(path, json.dumps({"value": value, "mac": _seal_mac(path, body)}), mode)
+
+
+def sealed_read(path):
+    """The value written by sealed_write, or None when missing or edited."""
+    import hmac
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+        body = json.dumps(document["value"], sort_keys=True, separators=(",", ":")).encode()
+        if hmac.compare_digest(str(document["mac"]), _seal_mac(path, body)):
+            return document["value"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def folder_signature(folder, skip=()):
+    """{relative path: [kind, size, mtime_ns, ctime_ns, inode]} of everything
+    in `folder`. ctime cannot be set back by a user, so an edited or added
+    file always shows."""
+    entries = {}
+    for current, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            full = os.path.join(current, name)
+            rel = os.path.relpath(full, folder)
+            if rel in skip:
+                continue
+            st = os.lstat(full)
+            kind = "l" if os.path.islink(full) else ("d" if name in dirs else "f")
+            entries[rel] = [kind, st.st_size if kind != "d" else 0, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return entries

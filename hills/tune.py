@@ -143,8 +143,8 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
         handle, _ = tuner.ask()
         tuner.tell(handle, _score(report))
 
-    def one(index):
-        handle, values = tuner.ask()
+    def one(asked):
+        index, handle, values = asked
         report, error = run_trial(hill.path, submission, values, params, final, env)
         return index, handle, values, report, error
 
@@ -152,7 +152,9 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
         while remaining:
             batch, remaining = remaining[:parallel], remaining[parallel:]
-            for index, handle, values, report, error in pool.map(one, batch):
+            # Asked here, in trial order, so --seed gives the same trials whatever the threads do.
+            asked = [(index, *tuner.ask()) for index in batch]
+            for index, handle, values, report, error in pool.map(one, asked):
                 record(index, values, report, error)
                 tuner.tell(handle, _score(report))
 

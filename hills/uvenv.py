@@ -101,50 +101,23 @@ def python_of(env_dir):
     return os.path.join(env_dir, "bin", "python")
 
 
-def _signature(env_dir):
-    """{relative path: [kind, size, mtime_ns, ctime_ns, inode]} of every
-    entry of an environment. ctime cannot be set back by a user, so an edited
-    or added file (a dropped sitecustomize.py) always shows."""
-    entries = {}
-    for current, dirs, files in os.walk(env_dir):
-        for name in dirs + files:
-            full = os.path.join(current, name)
-            rel = os.path.relpath(full, env_dir)
-            if rel == MARKER:
-                continue
-            st = os.lstat(full)
-            kind = "l" if os.path.islink(full) else ("d" if name in dirs else "f")
-            entries[rel] = [kind, st.st_size if kind != "d" else 0, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    return entries
-
-
 def _seal_path(env_dir):
     # Beside the environment, not in it: sealed with the machine key.
     return env_dir + ".seal.json"
 
 
 def _seal(env_dir):
-    import hmac
-
-    body = json.dumps(_signature(env_dir), sort_keys=True, separators=(",", ":")).encode()
-    mac = hmac.new(state.load_key(), body, hashlib.sha256).hexdigest()
-    state.atomic_write(_seal_path(env_dir), json.dumps({"mac": mac}) + "\n", 0o600)
+    state.sealed_write(_seal_path(env_dir), state.folder_signature(env_dir, skip=(MARKER,)))
 
 
 def changed_since_built(env_dir):
     """None when the environment is as it was built, else what differs."""
-    import hmac
-
-    try:
-        with open(_seal_path(env_dir), encoding="utf-8") as handle:
-            sealed = json.load(handle)["mac"]
-    except (OSError, ValueError, KeyError):
+    sealed = state.sealed_read(_seal_path(env_dir))
+    if sealed is None:
         return "it has no seal from its build"
-    body = json.dumps(_signature(env_dir), sort_keys=True, separators=(",", ":")).encode()
-    actual = hmac.new(state.load_key(), body, hashlib.sha256).hexdigest()
-    if hmac.compare_digest(actual, sealed):
-        return None
-    return "a file in it was added, removed or edited"
+    if sealed != state.folder_signature(env_dir, skip=(MARKER,)):
+        return "a file in it was added, removed or edited"
+    return None
 
 
 def ensure(name, key, source_dir, say=None):

@@ -1,0 +1,142 @@
+"""Private data under `hills eval`: drift before the run and during it is a
+hard error naming the file, and 16 concurrent evals of a hill with private
+data all land in the log, the chain and the notes."""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from hills import sandbox
+
+from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from eval_fixtures import (attempts_log, hills, last_report, log_entries, make_hill, notes_lines, on_machine,
+                           real, submission, tree_of)
+
+# Scores the submission's guess against the private answer.
+PRIVATE_EVAL = """\
+    from pathlib import Path
+
+    HERE = Path(__file__).resolve().parent
+
+    def eval(submission, *, final=False, **params):
+        answer = float((HERE / "private" / "answer.txt").read_text())
+        guess = float((Path(submission) / "guess.txt").read_text())
+        return {"passed": True, "metrics": [{"name": "error", "value": abs(answer - guess), "direction": "min"}]}
+    """
+
+# Without a sandbox an evaluator can write to private/; the check after the
+# run must catch it.
+DRIFTING_EVAL = """\
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        with open(Path(__file__).parent / "private" / "x", "a") as handle:
+            handle.write("changed during the eval\\n")
+        return {"passed": True, "metrics": [{"name": "m", "value": 1.0, "direction": "max"}]}
+    """
+
+PRIVATE_FILES = {"answer.txt": "41\n", "extra/table.csv": "a,b\n1,2\n"}
+
+
+@pytest.fixture(scope="module")
+def secret(module_machine):
+    with on_machine(module_machine):
+        return make_hill("secret", PRIVATE_EVAL, private=PRIVATE_FILES)
+
+
+@pytest.fixture
+def guess(tmp_path):
+    return submission(tmp_path / "sub", {"guess.txt": "40\n"})
+
+
+def test_private_data_is_read_through_the_run_folder(secret, guess):
+    result = hills("eval", guess, "-H", "secret")
+    assert result.code == 0, result.output
+    assert result.report["metrics"] == [{"name": "error", "value": 1.0, "direction": "min"}]
+
+
+def test_edited_private_file_is_refused_by_name(secret, guess):
+    answer = secret / "private" / "answer.txt"
+    answer.write_text("42\n")
+    try:
+        result = hills("eval", guess, "-H", "secret")
+        assert result.code == 1, result.output
+        assert "error: 'private/answer.txt' does not match private.lock" in result.err
+        refused = json.loads(result.out)  # a refusal is a report too, logged and printed
+        assert refused["status"] == "refused" and "private/answer.txt" in refused["reason"]
+    finally:
+        answer.write_text(PRIVATE_FILES["answer.txt"])
+    assert hills("eval", guess, "-H", "secret").code == 0
+
+
+def test_added_and_removed_private_files_are_refused_by_name(secret, guess):
+    added = secret / "private" / "new.txt"
+    added.write_text("not frozen\n")
+    try:
+        result = hills("eval", guess, "-H", "secret")
+        assert result.code == 1 and "'private/new.txt' is not listed in private.lock" in result.err
+    finally:
+        added.unlink()
+    table = secret / "private" / "extra" / "table.csv"
+    table.unlink()
+    try:
+        result = hills("eval", guess, "-H", "secret")
+        assert result.code == 1 and "'private/extra/table.csv' is listed in private.lock but missing" in result.err
+    finally:
+        table.write_text(PRIVATE_FILES["extra/table.csv"])
+    assert hills("eval", guess, "-H", "secret").code == 0
+
+
+def test_private_file_changed_by_the_evaluator_is_an_error_naming_it(module_machine, tmp_path):
+    drifter = make_hill("drifter", DRIFTING_EVAL, private={"x": "frozen\n"}, extra="sandbox: none\n")
+    result = hills("eval", submission(tmp_path / "sub", {"a.txt": "1"}), "-H", "drifter")
+    assert result.code == 1, result.output
+    assert "error: 'private/x' does not match private.lock" in result.err
+    logged = last_report("drifter", tree_of(drifter))
+    assert logged["status"] == "refused" and logged["passed"] is False
+    assert "private/x" in logged["reason"]
+
+
+def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
+    crowd = make_hill("crowd", PRIVATE_EVAL, private=PRIVATE_FILES)
+    folders = [submission(tmp_path / f"sub{i}", {"guess.txt": f"{i}\n"}) for i in range(16)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(lambda folder: real("hills", "eval", folder, "-H", "crowd", "--json"), folders))
+    for result in results:
+        assert result.code == 0, result.output
+    errors = sorted(result.report["metrics"][0]["value"] for result in results)
+    assert errors == sorted(abs(41 - i) for i in range(16))
+
+    tree = tree_of(crowd)
+    log = attempts_log("crowd", tree)
+    entries = log_entries(log)
+    assert len(entries) == 16
+    assert [entry["seq"] for entry in entries] == list(range(16))
+    assert {entry["report"]["signature"] for entry in entries} == {r.report["signature"] for r in results}
+
+    verified = real("hills-chain", "verify", log)
+    assert verified.code == 0, verified.output
+    assert "chain intact: 16 entries" in verified.out
+
+    notes = notes_lines(crowd)
+    assert len(notes) == 16
+    assert sorted(json.loads(note)["attempt"]["seq"] for note in notes) == list(range(16))
+
+    shown = hills("log", "crowd", "--json")
+    assert shown.code == 0, shown.output
+    assert [version["evals"] for version in json.loads(shown.out)] == [16]
+    assert "16 eval(s)" in hills("log", "crowd").out
+
+    attempts = hills("attempts", "crowd")
+    assert attempts.code == 0 and "chain intact: 16 entries" in attempts.out
+
+
+@pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap is not usable here")
+def test_a_sandboxed_evaluator_cannot_change_private_data(module_machine, tmp_path):
+    guarded = make_hill("guarded", DRIFTING_EVAL, private={"x": "frozen\n"})
+    result = hills("eval", submission(tmp_path / "sub", {"a.txt": "1"}), "-H", "guarded")
+    assert result.code == 1, result.output
+    assert result.report["status"] == "buggy" and "Read-only file system" in result.report["reason"]
+    assert {"name": "isolation", "value": "bwrap", "primary": False} in result.report["config"]
+    assert (guarded / "private" / "x").read_text() == "frozen\n"
