@@ -161,6 +161,12 @@ def prune_runs(name, keep=KEEP_RUNS):
         return
     for entry in runs[:-keep] if len(runs) > keep else []:
         folder = os.path.join(root, entry)
+        try:
+            # A folder made a moment ago may not hold its in-use lock yet.
+            if time.time() - os.stat(folder).st_mtime < 60:
+                continue
+        except FileNotFoundError:
+            continue
         with state.file_lock(os.path.join(folder, ".in-use"), blocking=False) as free:
             if free:
                 shutil.rmtree(folder, ignore_errors=True)

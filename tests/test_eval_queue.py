@@ -89,10 +89,15 @@ def test_prune_keeps_a_run_folder_in_use(gpu_hill, tmp_path):
 
     root = hills_home() / "runs" / "pruned"
     names = [f"20000101T0000{index:02d}-aaaaaaaa" for index in range(30)]
+    long_ago = 946684800  # runs from 2000: old enough to prune
     for name in names:
         (root / name).mkdir(parents=True)
+    fresh = names[1]  # just made, its lock maybe not yet taken: spared too
     with state.file_lock(str(root / names[0] / ".in-use")) as held:
         assert held
+        for name in names:
+            if name != fresh:
+                os.utime(root / name, (long_ago, long_ago))
         evaluate.prune_runs("pruned", keep=5)
     left = sorted(os.listdir(root))
-    assert left == [names[0]] + names[-5:]
+    assert left == [names[0], fresh] + names[-5:]
