@@ -1,12 +1,15 @@
 """Replicates: per-key medians of metrics, instances and side metrics, and
 the spread (min, max, median absolute deviation) that tells noise from gain."""
 
-import statistics
+def _median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def mad(values):
-    centre = statistics.median(values)
-    return statistics.median(abs(v - centre) for v in values)
+    centre = _median(values)
+    return _median(abs(v - centre) for v in values)
 
 
 def spread_of(values):
@@ -19,7 +22,7 @@ def _median_map(maps):
         for key in mapping:
             if key not in keys:
                 keys.append(key)
-    return {key: statistics.median([m[key] for m in maps if key in m]) for key in keys}
+    return {key: _median([m[key] for m in maps if key in m]) for key in keys}
 
 
 def aggregate(cores):
@@ -38,7 +41,7 @@ def aggregate(cores):
     spread = {}
     for metric in first["metrics"]:
         values = [m["value"] for core in cores for m in core["metrics"] if m["name"] == metric["name"]]
-        metrics.append({**metric, "value": statistics.median(values)})
+        metrics.append({**metric, "value": _median(values)})
         spread[metric["name"]] = spread_of(values)
     combined["metrics"] = metrics
     combined["spread"] = spread

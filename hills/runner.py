@@ -1,7 +1,6 @@
 """Running an evaluator process: its own session, a watchdog, bounded output
 files, and nothing it spawned left alive afterwards."""
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -21,6 +20,8 @@ def become_subreaper():
     global _subreaper
     if _subreaper is None:
         try:
+            import ctypes
+
             libc = ctypes.CDLL(None, use_errno=True)
             _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         except (OSError, AttributeError):

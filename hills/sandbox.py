@@ -34,13 +34,33 @@ def bwrap_works():
     if not binary:
         return False
     if binary not in _probe:
-        try:
-            done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
-            _probe[binary] = done.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            _probe[binary] = False
+        _probe[binary] = _probe_cached(binary)
     return _probe[binary]
+
+
+def _probe_cached(binary):
+    """Run the probe once per bwrap binary (by path, size and mtime) and
+    remember the answer in machine state, sealed: evals skip the probe."""
+    from . import state
+
+    try:
+        st = os.stat(binary)
+    except OSError:
+        return False
+    identity = [os.path.realpath(binary), st.st_size, st.st_mtime_ns]
+    path = os.path.join(state.home(), "cache", "bwrap-probe.json")
+    cached = state.sealed_read(path)
+    if isinstance(cached, dict) and cached.get("identity") == identity:
+        return bool(cached.get("works"))
+    try:
+        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        works = done.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        works = False
+    state.ensure_home()
+    state.sealed_write(path, {"identity": identity, "works": works})
+    return works
 
 
 def level_for(spec):
