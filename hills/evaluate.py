@@ -507,7 +507,9 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     confinement = sandbox.Confinement(level, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,
                                       hill_dir=hill.path, env_dir=os.path.dirname(os.path.dirname(python)),
                                       sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"],
-                                      public=[os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})])
+                                      public=[os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})],
+                                      elsewhere=sandbox.private_elsewhere(hill.name, hill.path)
+                                      if level == sandbox.LEVEL_BWRAP else ())
     wrapper = os.path.join(sdk_dir, "bin", "python")
 
     def replicate(seed):

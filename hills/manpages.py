@@ -303,7 +303,11 @@ in the run folder.
 A refused evaluation (private data or a blob that no longer matches its
 lock, a symbolic link leaving the submission, a submission holding
 `problem` or `data` for a command evaluator, an environment that cannot be
-built) prints no report: the error goes to standard error. Every report, refused and interrupted ones included,
+built) prints its report too, with status `refused` (written to FILE as
+well with `--output`); the error goes to standard error, with no summary.
+A refusal before the run folder exists (no such hill, a dirty hill, a bad
+param or knob, a spent holdout budget) prints no report and is not logged.
+Every report, refused and interrupted ones included,
 is signed and appended to the attempts log of the hill version, and an
 official one is also added to the git notes of the hill commit.""",
         "exit": [
@@ -923,8 +927,8 @@ without a result, or wrote a bad one; or the frozen unit tests timed out.""",
 matches its locks, the submission holds a symbolic link that leaves it (or,
 for a command evaluator, a `problem` or `data` entry), or an environment
 problem stopped it while it ran, such as a hill environment that could not
-be built or a busy exclusive resource. hills-eval(1) prints no report for
-it, but logs it.""",
+be built or a busy exclusive resource. hills-eval(1) prints it and logs it,
+and exits 1, or 4 for an environment problem.""",
     "interrupted": """The evaluation was stopped while the evaluator ran: Ctrl-C, SIGTERM or
 SIGHUP, which `reason` names. The evaluator's processes were killed.""",
 }

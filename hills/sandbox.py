@@ -85,16 +85,34 @@ def _common(network):
     return argv
 
 
-def evaluator_argv(argv, *, home, run_dir, run_hill_dir, readable, network, cwd):
-    """bwrap argv for an evaluator: machine state hidden (but `readable`:
-    the hill environment and the SDK), the run folder writable, the hill in
-    it read-only."""
+def evaluator_argv(argv, *, home, run_dir, run_hill_dir, readable, network, cwd, hidden=()):
+    """bwrap argv for an evaluator: machine state and every `hidden` folder
+    (other hills' private/) hidden, but `readable` (the hill environment
+    and the SDK), the run folder writable, the hill in it read-only."""
     wrapped = _common(network) + ["--tmpfs", home]
+    for path in hidden:
+        wrapped += ["--tmpfs", path, "--remount-ro", path]
     for path in readable:
         wrapped += ["--ro-bind", path, path]
     wrapped += ["--bind", run_dir, run_dir, "--ro-bind", run_hill_dir, run_hill_dir,
                 "--remount-ro", home, "--chdir", cwd, "--"]
     return wrapped + list(argv)
+
+
+def private_elsewhere(name, hill_dir):
+    """The private/ folders of the machine's other registered hills: no eval
+    of this hill has any business reading them."""
+    from . import state
+
+    own = os.path.realpath(os.path.join(hill_dir, "private"))
+    found = []
+    for other, entry in sorted(state.load_registry()["hills"].items()):
+        path = os.path.join(entry.get("path") or "", "private")
+        if other != name and entry.get("path") and os.path.isdir(path):
+            real = os.path.realpath(path)
+            if real != own and real not in found:
+                found.append(real)
+    return found
 
 
 def submission_argv(argv, *, home, hidden, writable, readable, network, cwd):
@@ -120,7 +138,7 @@ class Confinement:
     configuration handed to `hills.sdk` for the submitted code it starts."""
 
     def __init__(self, level, *, home, run_dir, run_hill_dir, hill_dir, env_dir, sdk_dir, network, limits,
-                 public=()):
+                 public=(), elsewhere=()):
         self.level = level
         self.home = home
         self.run_dir = run_dir
@@ -132,12 +150,13 @@ class Confinement:
         self.public = [run_hill_dir] + list(public)
         self.network = network
         self.limits = limits
+        self.elsewhere = list(elsewhere)
 
     def evaluator(self, argv, cwd):
         if self.level != LEVEL_BWRAP:
             return list(argv)
         return evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
-                              readable=self.readable, network=self.network, cwd=cwd)
+                              readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere)
 
     def submission_config(self, submission_dir, scratch_dir, readable=()):
         """JSON-able settings for hills.sdk.run_submission."""
@@ -147,6 +166,7 @@ class Confinement:
                   "public": list(self.public)}
         if self.level == LEVEL_BWRAP:
             config["prefix"] = submission_argv(
-                [], home=self.home, hidden=[self.hill_dir, self.run_dir], writable=[submission_dir, scratch_dir],
+                [], home=self.home, hidden=[self.hill_dir, self.run_dir] + self.elsewhere,
+                writable=[submission_dir, scratch_dir],
                 readable=self.readable + self.public + list(readable), network=self.network, cwd=submission_dir)
         return config

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
-from hills import cli, evaluate, manifest, manpages, report
+from hills import cli, command, evaluate, manifest, manpages, replicates, report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "bin"
@@ -190,6 +190,9 @@ def test_report_page_documents_every_envelope_field():
     source = Path(evaluate.__file__).read_text(encoding="utf-8")
     fields = _assigned_keys(source, "envelope")
     fields |= _assigned_keys(Path(report.__file__).read_text(encoding="utf-8"), "core")
+    # The cores of command verifiers, and what replicates add when combined.
+    fields |= _assigned_keys(Path(command.__file__).read_text(encoding="utf-8"), "core")
+    fields |= _assigned_keys(Path(replicates.__file__).read_text(encoding="utf-8"), "combined")
     assert "signature" in fields and "tree_hash" in fields
     assert set(manpages.REPORT_FIELDS) == fields, "hills-report(5) FIELDS differ from what hills eval writes"
     assert set(manpages.STATUSES) == set(report.STATUSES)

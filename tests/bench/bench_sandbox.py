@@ -1,0 +1,88 @@
+"""hills eval on the circle-packing example inside the bubblewrap sandbox,
+against the same eval of the same hill files with `sandbox: none`; then the
+same pair where the example is a solution.py that the evaluator runs
+through hills.sdk.run_submission (submitted code confined as well)."""
+
+import json
+import os
+import statistics
+import time
+
+from .common import Sandbox, line
+
+REPEAT = int(os.environ.get("HILLS_BENCH_REPEAT", "9"))
+# Appended to the template's eval.py: the solver runs through the SDK.
+SDK_SOLVER = """
+
+def _run_solver(submission, circles_path, details):
+    from hills import sdk
+
+    if circles_path.exists():
+        circles_path.unlink()
+    done = sdk.run_submission([sys.executable, SOLVER_FILE], timeout=SOLVER_TIMEOUT, capture_output=True,
+                              text=True)
+    if done.returncode != 0:
+        details["solver_output"] = (done.stdout + done.stderr)[-OUTPUT_TAIL:]
+        raise Rejected(f"{SOLVER_FILE} exited with status {done.returncode}")
+"""
+
+
+def _interleaved(first, second, repeat):
+    """Median wall times of two commands, run alternately so that a busy
+    machine slows both alike."""
+    samples = ([], [])
+    for _ in range(repeat):
+        for function, bucket in ((first, samples[0]), (second, samples[1])):
+            started = time.perf_counter()
+            function()
+            bucket.append(time.perf_counter() - started)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def main():
+    from hills import sandbox
+
+    if not sandbox.bwrap_works():
+        print(f"{'sandboxed eval vs sandbox: none':<58} skipped: bubblewrap (bwrap) is not usable here")
+        return
+    with Sandbox() as box:
+        hills = {"boxed": "", "open": "sandbox: none\n", "sdk-boxed": "", "sdk-open": "sandbox: none\n"}
+        for name, extra in hills.items():
+            box.run("hills", "new", name, "-t", "circle-packing")
+            hill_dir = box.hill_dir(name)
+            if extra:
+                with open(os.path.join(hill_dir, "hill.yaml"), "a", encoding="utf-8") as handle:
+                    handle.write(extra)
+            if name.startswith("sdk-"):
+                with open(os.path.join(hill_dir, "eval.py"), "a", encoding="utf-8") as handle:
+                    handle.write(SDK_SOLVER)
+                # `hills check` runs the hill's tests without hills.sdk importable
+                # (a known gap), so the template's solver test is replaced.
+                with open(os.path.join(hill_dir, "tests", "test_eval.py"), "w", encoding="utf-8") as handle:
+                    handle.write("def test_imports():\n    import eval  # noqa: F401\n")
+            box.run("hills", "commit", name, "-m", "initial")
+        grid = os.path.join(box.hill_dir("boxed"), "examples", "grid")
+        solver = os.path.join(box.root, "solver")
+        os.makedirs(solver)
+        with open(os.path.join(grid, "circles.json"), encoding="utf-8") as handle:
+            circles = handle.read()
+        with open(os.path.join(solver, "solution.py"), "w", encoding="utf-8") as handle:
+            handle.write(f"open('circles.json', 'w').write({circles!r})\n")
+
+        def evaluate(name, level):
+            submission = solver if name.startswith("sdk-") else grid
+            done = box.run("hills", "eval", submission, "-H", name, "--json")
+            report = json.loads(done.stdout)
+            config = {c["name"]: c["value"] for c in report["config"]}
+            assert report["passed"] and config["isolation"] == level, (name, config, report.get("reason"))
+            assert report["details"]["source"] == ("solution.py" if name.startswith("sdk-") else "circles.json")
+
+        for first, second, label in (("boxed", "open", "hills eval circle-packing: bwrap sandbox vs sandbox: none"),
+                                     ("sdk-boxed", "sdk-open", "same, solution.py run through hills.sdk")):
+            evaluate(first, "bwrap")  # builds each environment once
+            evaluate(second, "none")
+            boxed, bare = _interleaved(lambda: evaluate(first, "bwrap"), lambda: evaluate(second, "none"), REPEAT)
+            line(label, boxed, bare, 1.3)
+
+if __name__ == "__main__":
+    main()

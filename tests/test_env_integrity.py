@@ -1,0 +1,182 @@
+"""Environment integrity (issue 5 item 3): a cached hill environment that
+changed since it was built is rebuilt before the eval and does not affect
+it; the evaluator's process environment is built from an allow-list, so no
+credential of the caller reaches the evaluator or the submitted code."""
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from eval_fixtures import hills, hills_home, make_hill, on_machine, real, submission, tree_of
+from hills import uvenv
+
+# Reports what it sees: whether something planted in the environment ran
+# (PWNED in the environment, or a changed builtin), and the names in its own
+# process environment and in that of submitted code started through the SDK.
+PROBE_EVAL = """\
+    import builtins
+    import json
+    import os
+    import sys
+
+    def eval(submission, *, final=False, **params):
+        from hills import sdk
+
+        print("evaluator output")
+        child = sdk.run_submission([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"],
+                                   timeout=10, capture_output=True, text=True)
+        details = {
+            "pwned": os.environ.get("HILLS_TEST_PWNED"),
+            "builtin": getattr(builtins, "PWNED", None),
+            "env": dict(os.environ),
+            "submission_env": json.loads(child.stdout or "{}"),
+            "prefix": sys.prefix,
+        }
+        value = 0.0 if details["pwned"] or details["builtin"] else 1.0
+        return {"passed": True, "metrics": [{"name": "clean", "value": value, "direction": "max"}], "details": details}
+    """
+
+SITECUSTOMIZE = """\
+import builtins
+import os
+print("PWNED")
+os.environ["HILLS_TEST_PWNED"] = "sitecustomize"
+builtins.PWNED = True
+"""
+
+CREDENTIALS = {"AWS_SECRET_ACCESS_KEY": "aws-secret-123", "GITHUB_TOKEN": "ghp_token_456",
+               "OPENAI_API_KEY": "sk-789", "HF_TOKEN": "hf_000", "SSH_AUTH_SOCK": "/tmp/agent.sock",
+               "PYTHONSTARTUP": "/tmp/evil-startup.py", "LD_PRELOAD": "", "PYTHONHOME": ""}
+
+
+@pytest.fixture(scope="module")
+def probe(module_machine):
+    with on_machine(module_machine):
+        return make_hill("probe", PROBE_EVAL)
+
+
+@pytest.fixture
+def sub(tmp_path):
+    return submission(tmp_path / "sub", {"answer.txt": "1\n"})
+
+
+def env_dir(hill_dir):
+    return hills_home() / "envs" / "probe" / tree_of(hill_dir)
+
+
+def site_packages(hill_dir):
+    found = glob.glob(str(env_dir(hill_dir) / "lib" / "python3*" / "site-packages"))
+    assert found, f"no site-packages under {env_dir(hill_dir)}"
+    return Path(found[0])
+
+
+def clean_eval(sub):
+    result = hills("eval", sub, "-H", "probe")
+    assert result.code == 0, result.output
+    return result
+
+
+def assert_unaffected(result, hill_dir):
+    details = result.report["details"]
+    assert details["pwned"] is None and details["builtin"] is None, details
+    assert result.report["metrics"][0]["value"] == 1.0
+    run_dir = hills_home() / "runs" / "probe" / result.report["run_id"]
+    assert "PWNED" not in (run_dir / "stdout.log").read_text()
+
+
+def test_a_dropped_sitecustomize_is_detected_and_the_env_rebuilt(probe, sub):
+    clean_eval(sub)  # builds the environment (or reuses it)
+    planted = site_packages(probe) / "sitecustomize.py"
+    planted.write_text(SITECUSTOMIZE)
+    assert uvenv.changed_since_built(str(env_dir(probe))) is not None
+    result = clean_eval(sub)
+    assert "changed since it was built" in result.err
+    assert not planted.exists()
+    assert_unaffected(result, probe)
+    again = clean_eval(sub)
+    assert "changed since it was built" not in again.err  # sealed again after the rebuild
+
+
+def test_a_dropped_pth_file_is_detected(probe, sub):
+    clean_eval(sub)
+    (site_packages(probe) / "zz-evil.pth").write_text("import os; os.environ['HILLS_TEST_PWNED'] = 'pth'\n")
+    result = clean_eval(sub)
+    assert "changed since it was built" in result.err
+    assert_unaffected(result, probe)
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_still_detected(probe, sub):
+    """pyvenv.cfg flipped to see the system site-packages, its size and mtime
+    put back: the ctime still changes, and the seal covers it."""
+    clean_eval(sub)
+    cfg = env_dir(probe) / "pyvenv.cfg"
+    text = cfg.read_text()
+    assert "include-system-site-packages = false" in text, text
+    before = cfg.stat()
+    cfg.write_text(text.replace("include-system-site-packages = false", "include-system-site-packages = true "))
+    os.utime(cfg, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert cfg.stat().st_size == before.st_size and cfg.stat().st_mtime_ns == before.st_mtime_ns
+    result = clean_eval(sub)
+    assert "changed since it was built" in result.err
+    assert "include-system-site-packages = false" in cfg.read_text()
+    assert_unaffected(result, probe)
+
+
+def test_a_replaced_interpreter_is_detected(probe, sub):
+    clean_eval(sub)
+    python = env_dir(probe) / "bin" / "python"
+    target = os.path.realpath(python)
+    python.unlink()
+    python.write_text(f"#!/bin/sh\nexport HILLS_TEST_PWNED=wrapper\nexec {target} \"$@\"\n")
+    python.chmod(0o755)
+    result = clean_eval(sub)
+    assert "changed since it was built" in result.err
+    assert python.is_symlink() or "HILLS_TEST_PWNED" not in python.read_text()
+    assert_unaffected(result, probe)
+
+
+def test_a_forged_seal_does_not_pass(probe, sub):
+    """The seal is a MAC with the machine key: rewriting it after planting
+    a file does not make the environment look clean."""
+    clean_eval(sub)
+    (site_packages(probe) / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    seal = Path(str(env_dir(probe)) + ".seal.json")
+    seal.write_text(json.dumps({"mac": "0" * 64}) + "\n")
+    result = clean_eval(sub)
+    assert "changed since it was built" in result.err
+    assert_unaffected(result, probe)
+
+
+def test_a_missing_seal_means_a_rebuild(probe, sub):
+    clean_eval(sub)
+    Path(str(env_dir(probe)) + ".seal.json").unlink()
+    result = clean_eval(sub)
+    assert "changed since it was built" in result.err and "no seal" in result.err
+    assert_unaffected(result, probe)
+
+
+def test_credentials_of_the_caller_reach_neither_evaluator_nor_submission(probe, sub, monkeypatch):
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    result = clean_eval(sub)
+    details = result.report["details"]
+    for env in (details["env"], details["submission_env"]):
+        assert not set(CREDENTIALS) & set(env), sorted(set(CREDENTIALS) & set(env))
+        assert not [value for value in env.values() if value in ("aws-secret-123", "ghp_token_456", "sk-789")]
+    # What it does get: a PATH, HOME, and hills' own variables.
+    assert "PATH" in details["env"] and details["env"]["HILLS_SUBMISSION"]
+    assert details["env"]["PYTHONPATH"].startswith(str(hills_home()))
+    assert "HILLS_SUBMISSION_SANDBOX" not in details["submission_env"]
+
+
+def test_credentials_do_not_cross_the_real_executable_either(probe, sub):
+    env = dict(os.environ, **{k: v for k, v in CREDENTIALS.items() if v})
+    done = real("hills", "eval", sub, "-H", "probe", env=env)
+    assert done.code == 0, done.output
+    details = json.loads(done.out)["details"]
+    assert not set(CREDENTIALS) & set(details["env"])
+    assert not set(CREDENTIALS) & set(details["submission_env"])
