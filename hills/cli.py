@@ -465,6 +465,8 @@ def tune_command(submission, hill_name, budget, tuner, parallel, params, seed, a
         emit(f"best trial {best['trial']}: " + "  ".join(f"{m['name']}={m['value']:.6g} ({m['direction']})"
                                                           for m in best["metrics"]))
         emit("  knobs  " + "  ".join(f"{k}={v}" for k, v in best["knobs"].items()))
+        if not best["official"]:
+            emit(f"  unofficial: {best['official_reason']}")
         emit(f"  written to {result['best_params_file']}")
     else:
         emit("no trial passed")

@@ -451,7 +451,7 @@ def evaluate(req, say=lambda message: None):
         "config": [], "metrics": [], "details": {}, "params": params, "final": bool(req.final),
         "official": official, "official_reason": official_reason, "forced": forced, "trust": "evaluator",
         "tool": report_module.tool_identity(), "timestamp": report_module.timestamp(),
-        "report_version": report_module.REPORT_VERSION, "run_id": run_id, "replicates": repeat,
+        "report_version": report_module.REPORT_VERSION, "run_id": run_id, "replicates": 0,
     }
     if trial is not None:
         envelope["trial"] = trial

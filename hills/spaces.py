@@ -112,6 +112,11 @@ def check_value(declaration, name, value):
         raise ValueRefused(f"knob '{name}' must be a float in [{spec['low']}, {spec['high']}], got {value!r}")
     if not spec["low"] <= value <= spec["high"]:
         raise ValueRefused(f"knob '{name}' must be in [{spec['low']}, {spec['high']}], got {value}")
+    step = spec.get("step")
+    if step:
+        steps = (value - spec["low"]) / step
+        if abs(steps - round(steps)) > 1e-9 * max(1.0, abs(steps)):
+            raise ValueRefused(f"knob '{name}' must be {spec['low']} plus a multiple of its step {step}, got {value}")
     return float(value) if kind == "float" else value
 
 

@@ -11,7 +11,7 @@ import random
 import subprocess
 import sys
 
-from . import rank, spaces, state
+from . import rank, signing, spaces, state
 from .errors import EnvironmentProblem, UsageError
 
 
@@ -135,7 +135,7 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
     first_values = spaces.defaults(declaration)
     report, error = run_trial(hill.path, submission, first_values, params, final, env)
     record(0, first_values, report, error)
-    direction = report["metrics"][0]["direction"] if report and report.get("metrics") else "max"
+    direction = _direction(hill, report)
     tuner = TUNERS[tuner_name](declaration, direction, seed)
     if tuner_name == "random":
         tuner.ask()  # the defaults were trial 0
@@ -158,13 +158,7 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
                 record(index, values, report, error)
                 tuner.tell(handle, _score(report))
 
-    key = state.load_key()
-    ranked = rank.rank([(f"trial {t['trial']}", t["report"]) for t in trials if t["report"]], key)
-    best = None
-    for group in ranked["groups"]:
-        source = group["entries"][0]["source"]
-        best = next(t for t in trials if f"trial {t['trial']}" == source)
-        break
+    best = _best(trials, state.load_key())
     result = {"hill": hill.name, "submission": os.path.abspath(submission), "tuner": tuner_name,
               "budget": budget, "trials": [{k: v for k, v in t.items() if k != "report"} for t in trials],
               "best": None, "best_params_file": None}
@@ -172,9 +166,38 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
         path = os.path.abspath(submission).rstrip(os.sep) + ".best-params.json"
         state.atomic_write(path, json.dumps(best["knobs"], indent=2, sort_keys=True) + "\n")
         result["best"] = {"trial": best["trial"], "knobs": best["knobs"], "metrics": best["metrics"],
-                          "run_id": best["run_id"], "report": best["report"]}
+                          "run_id": best["run_id"], "official": best["report"].get("official", False),
+                          "official_reason": best["report"].get("official_reason"), "report": best["report"]}
         result["best_params_file"] = path
     return result
+
+
+def _direction(hill, first_report):
+    """The first metric's direction: from trial 0's report, else from the
+    hill's declared metrics, else max."""
+    if first_report and first_report.get("metrics"):
+        return first_report["metrics"][0]["direction"]
+    try:
+        declared = hill.manifest()["metrics"]
+    except Exception:  # an unreadable manifest was already reported by the trial
+        declared = []
+    return declared[0]["direction"] if declared else "max"
+
+
+def _best(trials, key):
+    """The best passing trial with a valid signature, official or not (an
+    approval of another version makes every trial unofficial, but the
+    candidate still has a best trial), ranked like `hills rank`."""
+    candidates = []
+    for trial in trials:
+        report = trial["report"]
+        if not report or report.get("status") != "passing" or not signing.verify(report, key)[0]:
+            continue
+        candidates.append(trial)
+    if not candidates:
+        return None
+    order = [(m["name"], m["direction"]) for m in candidates[0]["report"].get("metrics", [])]
+    return min(candidates, key=lambda t: (rank.sort_key(t["report"], order), t["trial"]))
 
 
 def _score(report):

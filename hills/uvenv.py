@@ -106,8 +106,26 @@ def _seal_path(env_dir):
     return env_dir + ".seal.json"
 
 
+def _signature(env_dir):
+    """state.folder_signature, but without the ctime of files that have
+    other hard links: uv links package files from its cache, and each other
+    environment linking the same file changes that file's link count, so its
+    ctime, which would make every environment look edited in turn. Such a
+    file edited in place is edited in the cache as well, which a rebuild
+    could not repair anyway; an added or replaced file still shows."""
+    signature = state.folder_signature(env_dir, skip=(MARKER,))
+    for rel, entry in signature.items():
+        if entry[0] == "f":
+            try:
+                if os.lstat(os.path.join(env_dir, rel)).st_nlink > 1:
+                    entry[3] = 0
+            except OSError:
+                entry[3] = -1
+    return signature
+
+
 def _seal(env_dir):
-    state.sealed_write(_seal_path(env_dir), state.folder_signature(env_dir, skip=(MARKER,)))
+    state.sealed_write(_seal_path(env_dir), _signature(env_dir))
 
 
 def changed_since_built(env_dir):
@@ -115,7 +133,7 @@ def changed_since_built(env_dir):
     sealed = state.sealed_read(_seal_path(env_dir))
     if sealed is None:
         return "it has no seal from its build"
-    if sealed != state.folder_signature(env_dir, skip=(MARKER,)):
+    if sealed != _signature(env_dir):
         return "a file in it was added, removed or edited"
     return None
 
