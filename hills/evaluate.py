@@ -250,6 +250,17 @@ def sdk_path():
     return root
 
 
+def _fresh(path):
+    """`path` with nothing at it: an earlier evaluator process of this run
+    may have left a link there, and hills, unconfined, must not write
+    through it (it would write anywhere the user can)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    return path
+
+
 def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose, extra_env, tag,
                  confinement):
     """Run a function-shape evaluator through the shim; (core or None, status, reason, outcome)."""
@@ -259,8 +270,8 @@ def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, fi
     # The fd number is only known once the pipe exists; the shim reads it from env.
     argv = confinement.evaluator([python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)], run_dir)
     outcome = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
-                         stdout_path=os.path.join(run_dir, f"stdout{tag}.log"),
-                         stderr_path=os.path.join(run_dir, f"stderr{tag}.log"), verbose=verbose, result_pipe=True)
+                         stdout_path=_fresh(os.path.join(run_dir, f"stdout{tag}.log")),
+                         stderr_path=_fresh(os.path.join(run_dir, f"stderr{tag}.log")), verbose=verbose, result_pipe=True)
     failure = _failure(spec, outcome, run_dir)
     if failure:
         return None, failure[0], failure[1], outcome
@@ -297,9 +308,7 @@ def _failure(spec, outcome, run_dir):
 def run_command(spec, python, run_dir, submission_dir, params, final, verbose, extra_env, tag, confinement,
                 wrapper):
     """Run a command-shape verifier; (core or None, status, reason, outcome)."""
-    result_path = os.path.join(run_dir, f"result{tag}.json")
-    if os.path.lexists(result_path):  # only the verifier of this run may write it
-        os.unlink(result_path)
+    result_path = _fresh(os.path.join(run_dir, f"result{tag}.json"))  # only this run's verifier may write it
     env = evaluator_env(python, extra_env)
     env.update(command.environment(python=wrapper, result_path=result_path, submission_dir=submission_dir,
                                    solution=os.path.join(submission_dir, "solution.py"),
@@ -313,8 +322,8 @@ def run_command(spec, python, run_dir, submission_dir, params, final, verbose, e
             and os.path.isfile(os.path.join(hill_dir, part)) else part for part in spec["evaluator"]["entry"]]
     env["HILLS_REAL_PYTHON"] = python
     outcome = runner.run(confinement.evaluator(argv, submission_dir), cwd=submission_dir, env=env, timeout=spec["timeout"],
-                         stdout_path=os.path.join(run_dir, f"stdout{tag}.log"),
-                         stderr_path=os.path.join(run_dir, f"stderr{tag}.log"), verbose=verbose)
+                         stdout_path=_fresh(os.path.join(run_dir, f"stdout{tag}.log")),
+                         stderr_path=_fresh(os.path.join(run_dir, f"stderr{tag}.log")), verbose=verbose)
     failure = _failure(spec, outcome, run_dir)
     if failure:
         return None, failure[0], failure[1], outcome
@@ -340,12 +349,12 @@ def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_en
         return False, "buggy", f"unit_tests.command has a bad placeholder: {exc}", None
     env = evaluator_env(python, extra_env)
     # The tests run the submitted code: they get its confinement, plus their own folder.
-    config = confinement.submission_config(submission_dir, os.path.join(run_dir, f"scratch-tests{tag}"),
+    config = confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, f"scratch-tests{tag}")),
                                            readable=[tests_dir])
     argv = config["prefix"] + argv
     outcome = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
-                         stdout_path=os.path.join(run_dir, "unit_tests.log"),
-                         stderr_path=os.path.join(run_dir, "unit_tests.err.log"), verbose=verbose)
+                         stdout_path=_fresh(os.path.join(run_dir, "unit_tests.log")),
+                         stderr_path=_fresh(os.path.join(run_dir, "unit_tests.err.log")), verbose=verbose)
     record = {"passed": outcome.exit_code == 0 and not outcome.timed_out and not outcome.interrupted,
               "exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
     failure = _failure(spec, outcome, run_dir)
@@ -515,9 +524,9 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     def replicate(seed):
         """One replicate on a fresh copy of the snapshot: (core, status, reason, outcome)."""
         tag = "" if repeat == 1 else f"-{seed}"
-        submission_dir = os.path.join(run_dir, "submission" + tag)
+        submission_dir = _fresh(os.path.join(run_dir, "submission" + tag))
         shutil.copytree(source_dir, submission_dir, symlinks=True)
-        config = confinement.submission_config(submission_dir, os.path.join(run_dir, "scratch" + tag))
+        config = confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, "scratch" + tag)))
         extra = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": split, "HILLS_REPLICATE_SEED": str(seed),
                  "PYTHONPATH": sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
         if trial is not None:

@@ -180,3 +180,58 @@ def test_credentials_do_not_cross_the_real_executable_either(probe, sub):
     details = json.loads(done.out)["details"]
     assert not set(CREDENTIALS) & set(details["env"])
     assert not set(CREDENTIALS) & set(details["submission_env"])
+
+
+def _wheel(folder):
+    """A tiny pure-Python wheel, built by hand (no network, no build backend)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {"tinydep/__init__.py": b"VALUE = 41\n",
+             "tinydep-0.1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinydep\nVersion: 0.1.0\n",
+             "tinydep-0.1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+                                              b"Tag: py3-none-any\n"}
+    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+              f"{len(data)}" for name, data in files.items()]
+    files["tinydep-0.1.0.dist-info/RECORD"] = ("\n".join(record + ["tinydep-0.1.0.dist-info/RECORD,,"]) + "\n").encode()
+    path = Path(folder) / "tinydep-0.1.0-py3-none-any.whl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+DEP_EVAL = """\
+def eval(submission, *, final=False, **params):
+    import tinydep
+
+    return {"passed": True, "metrics": [{"name": "value", "value": float(tinydep.VALUE), "direction": "max"}]}
+"""
+
+
+def test_environments_sharing_package_files_do_not_rebuild_each_other(project, tmp_path):
+    """uv hard-links package files from its cache into every environment;
+    another environment linking the same files must not make this one look
+    edited (each eval would rebuild the other hill's environment)."""
+    wheel = _wheel(tmp_path / "wheels")
+    for name in ("dep-a", "dep-b"):
+        created = hills("new", name, "-t", "circle-packing")
+        assert created.code == 0, created.output
+        hill_dir = Path(created.out.strip())
+        pyproject = hill_dir / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace(
+            "dependencies = []", f'dependencies = ["tinydep @ {wheel.as_uri()}"]'))
+        (hill_dir / "eval.py").write_text(DEP_EVAL)
+        (hill_dir / "tests" / "test_eval.py").write_text("def test_imports():\n    import eval  # noqa: F401\n")
+        uvenv.lock(str(hill_dir))
+        committed = hills("commit", name, "-m", "with a dependency")
+        assert committed.code == 0, committed.output
+    sub = submission(tmp_path / "sub", {"x.txt": "1\n"})
+    for round_ in range(3):
+        for name in ("dep-a", "dep-b"):
+            result = hills("eval", sub, "-H", name)
+            assert result.code == 0, result.output
+            assert result.report["metrics"][0]["value"] == 41.0
+            assert "changed since it was built" not in result.err, (round_, name, result.err)

@@ -9,7 +9,10 @@ The function-shape hill `hostile` runs the submission's solution.py through
 held-out secret: a failing report is a blocked attack, and its reason is
 the solution's own account of what it tried. The command-shape hill
 `hostile-cmd` runs `"$HILLS_PYTHON" "$HILLS_SOLUTION" > out.txt` and then a
-scorer that only the verifier runs.
+scorer that only the verifier runs. Also covered: links left behind for a
+more trusted process to follow (by submitted code for the evaluator, by the
+evaluator for hills itself), and the held-out data of the machine's other
+hills.
 
 Known gap worked around here: `hills check` (and so `hills commit`) imports
 eval.py without the SDK on PYTHONPATH, so the evaluator imports
@@ -28,7 +31,7 @@ import pytest
 
 from command_fixtures import make_command_hill
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, last_report, log_entries, make_hill, on_machine, real, submission
+from eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
 from hills import runner, sandbox
 
 pytestmark = pytest.mark.skipif(not sandbox.bwrap_works(),
@@ -195,7 +198,7 @@ def hostile_cmd(module_machine):
                                         "private/secret.txt": SECRET})
 
 
-def attack(tmp_path, code, *, hill="hostile", files=None, env=None):
+def attack(tmp_path, code, *, hill="hostile", files=None):
     """Submit a solution.py made of PRELUDE, the constants an attacker would
     hard-code (the hill's path, the machine state's), and `code`; run the
     eval in-process and return (result, report from the attempts log)."""
@@ -659,3 +662,40 @@ verdict()
     assert logged["passed"] is True
     assert isinstance(logged["details"]["seen"]["key"], int)
     assert {"name": "isolation", "value": "none", "primary": False} in logged["config"]
+
+
+# -- the evaluator cannot make hills write for it ------------------------------
+
+PLANTING_EVAL = """\
+    import os
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        target = (Path(submission) / "target.txt").read_text().strip()
+        run_dir = Path(os.environ["HILLS_SUBMISSION"]).parent
+        planted = []
+        for name in ("stdout-1.log", "stderr-1.log", "unit_tests.log", "unit_tests.err.log", "report.json",
+                     "submission-1", "scratch-1"):
+            try:
+                os.symlink(target, run_dir / name)
+                planted.append(name)
+            except OSError as exc:
+                planted.append(f"{name}: {exc}")
+        print("overwritten by the evaluator's output")
+        return {"passed": True, "metrics": [{"name": "m", "value": 1.0, "direction": "max"}],
+                "details": {"planted": planted}}
+    """
+
+
+def test_links_planted_by_the_evaluator_in_its_run_folder_are_not_followed(module_machine, hostile, tmp_path):
+    """The evaluator may write its run folder; hills, which writes the logs
+    of the next replicate there unconfined, must not follow a link it left."""
+    with on_machine(module_machine):
+        make_hill("planter", PLANTING_EVAL, timeout=30, extra="replicates: 2\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    sub = submission(tmp_path / "sub", {"target.txt": str(victim)})
+    result = hills("eval", sub, "-H", "planter")
+    assert victim.read_text() == "precious\n", "hills wrote through a link the evaluator planted"
+    assert result.code == 0, result.output
+    assert result.report["replicates"] == 2
