@@ -27,10 +27,20 @@ def hill_python(hill_name, hill_dir):
     return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
 
 
+def check_env():
+    """The environment of checks run in a hill's interpreter: `hills.sdk`
+    and `hills.spaces` importable as in an eval, and no bytecode written
+    into the environment (it would break its seal)."""
+    from .evaluate import sdk_path
+
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = sdk_path() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def bind(python, hill_dir, entry, params):
     request = json.dumps({"hill_dir": hill_dir, "entry": entry, "params": params})
-    # No bytecode written into the environment: it would break its seal.
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env = check_env()
     done = subprocess.run([python, SHIM, "bind", request], cwd=hill_dir, stdin=subprocess.DEVNULL, env=env,
                           capture_output=True, text=True, timeout=120)
     try:
@@ -123,7 +133,7 @@ def isolation_check(spec):
 def run_tests(python, hill_dir):
     try:
         done = subprocess.run([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
-                              env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+                              env=check_env(),
                               capture_output=True, text=True, timeout=TEST_TIMEOUT)
     except subprocess.TimeoutExpired:
         return Result("tests", "fail", f"did not finish within {TEST_TIMEOUT}s")

@@ -39,15 +39,19 @@ def _limit(memory_bytes):
     return apply
 
 
-def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, input=None, text=None):
+def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, input=None, text=None,
+                   cwd=None, stdout=None, stderr=None):
     """Run `argv` as submitted code; return a subprocess.CompletedProcess.
 
-    Raises subprocess.TimeoutExpired (after killing everything it started)
-    when it runs past `timeout` seconds (default: the hill's limit).
+    In an eval it runs in the submission snapshot whatever `cwd` says; by
+    hand, in `cwd` (default: the current folder). `stdout` and `stderr` may
+    be files to write to instead of capturing. Raises
+    subprocess.TimeoutExpired (after killing everything it started) when it
+    runs past `timeout` seconds (default: the hill's limit).
     """
     config = _config()
     prefix = config.get("prefix", [])
-    cwd = config.get("cwd") or os.getcwd()
+    cwd = config.get("cwd") or (os.fspath(cwd) if cwd is not None else os.getcwd())
     timeout = timeout if timeout is not None else config.get("timeout")
     memory = (memory_mb if memory_mb is not None else config.get("memory_mb", DEFAULT_MEMORY_MB)) * 1024 * 1024
     env = {k: v for k, v in os.environ.items() if k not in (ENV_CONFIG, "HILLS_RESULT_FD")}
@@ -56,8 +60,8 @@ def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, 
     process = subprocess.Popen(prefix + list(argv), cwd=cwd, env=env, start_new_session=True,
                                preexec_fn=_limit(memory),
                                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                               stdout=subprocess.PIPE if capture_output else None,
-                               stderr=subprocess.PIPE if capture_output else None, text=text)
+                               stdout=subprocess.PIPE if capture_output else stdout,
+                               stderr=subprocess.PIPE if capture_output else stderr, text=text)
     try:
         try:
             out, err = process.communicate(input=input, timeout=timeout)

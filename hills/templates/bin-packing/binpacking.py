@@ -23,7 +23,11 @@ def split_from_env():
 
 def load_instances(split):
     """{name: {"capacity": int, "items": [int, ...]}}, sorted by name."""
-    folder = SPLIT_FOLDERS[split]
+    return load_folder(SPLIT_FOLDERS[split])
+
+
+def load_folder(folder):
+    """The instances in `folder`, as load_instances returns them."""
     found = {}
     for filename in sorted(os.listdir(folder)):
         if filename.endswith(".json"):

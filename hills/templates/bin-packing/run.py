@@ -1,6 +1,7 @@
 """Step 1 of the verifier: call pack() from the submission's solution.py on
-every instance of this split and write the bins to packings.json. It scores
-nothing; score.py checks and scores what it wrote."""
+every instance copied into ./instances and write the bins to packings.json.
+It runs confined with the submitted code (see verifier.sh) and scores
+nothing; score.py checks what it wrote against the hill's own instances."""
 
 import importlib.util
 import json
@@ -11,7 +12,6 @@ import binpacking
 
 
 def main():
-    split = binpacking.split_from_env()
     solution = os.environ.get("HILLS_SOLUTION", "solution.py")
     spec = importlib.util.spec_from_file_location("solution", solution)
     module = importlib.util.module_from_spec(spec)
@@ -20,7 +20,7 @@ def main():
     if not callable(getattr(module, "pack", None)):
         raise SystemExit("error: solution.py defines no pack(items, capacity) function")
     packings = {}
-    for name, instance in binpacking.load_instances(split).items():
+    for name, instance in binpacking.load_folder("instances").items():
         bins = module.pack(list(instance["items"]), instance["capacity"])
         try:
             json.dumps(bins)

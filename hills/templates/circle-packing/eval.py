@@ -88,6 +88,31 @@ def _read_circles(submission, details):
         raise Rejected(f"{CIRCLES_FILE} is nested too deeply")
 
 
+def _run_confined(argv, submission, output):
+    """Exit status of the solver, None on timeout. Under hills eval it runs
+    through hills.sdk: confined, without the hill or private data in sight.
+    Run by hand (the hill's own tests), it runs in its own session."""
+    try:
+        from hills import sdk
+    except ImportError:
+        sdk = None
+    if sdk is not None:
+        try:
+            return sdk.run_submission(argv, timeout=SOLVER_TIMEOUT, cwd=str(submission),
+                                      stdout=output, stderr=subprocess.STDOUT).returncode
+        except subprocess.TimeoutExpired:
+            return None
+    process = subprocess.Popen(argv, cwd=str(submission), stdin=subprocess.DEVNULL,
+                               stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return process.wait(timeout=SOLVER_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        # Its own session: nothing the solver started outlives the evaluation.
+        _kill_group(process)
+
+
 def _run_solver(submission, circles_path, details):
     # A circles.json left in the folder must not stand in for the solver's output.
     try:
@@ -97,16 +122,7 @@ def _run_solver(submission, circles_path, details):
     except OSError as exc:
         raise Rejected(f"cannot remove the old {CIRCLES_FILE} before running {SOLVER_FILE}: {exc.strerror}")
     with tempfile.TemporaryFile() as output:
-        process = subprocess.Popen(
-            [sys.executable, SOLVER_FILE], cwd=str(submission), stdin=subprocess.DEVNULL,
-            stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            status = process.wait(timeout=SOLVER_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            status = None
-        finally:
-            # Its own session: nothing the solver started outlives the evaluation.
-            _kill_group(process)
+        status = _run_confined([sys.executable, SOLVER_FILE], submission, output)
         output.seek(0, os.SEEK_END)
         output.seek(max(0, output.tell() - OUTPUT_TAIL))
         tail = output.read().decode("utf-8", "replace")
