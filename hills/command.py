@@ -52,10 +52,15 @@ def parse_result(path):
     broken result raises Malformed with a precise message.
     """
     try:
-        with open(path, "rb") as handle:
+        # Never through a link: the result is a plain file the verifier wrote.
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
             data = handle.read(64 * 1024 * 1024 + 1)
     except FileNotFoundError:
         raise Malformed("no result: the verifier exited 0 without writing HILLS_RESULT (contract violation)")
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Malformed("the result is a symbolic link, not a file the verifier wrote")
+        raise Malformed(f"the result file cannot be read: {exc.strerror}")
     if len(data) > 64 * 1024 * 1024:
         raise Malformed("the result file is larger than 64 MiB")
     text = data.decode("utf-8", "replace").strip()

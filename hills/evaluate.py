@@ -167,9 +167,12 @@ def prune_runs(name, keep=KEEP_RUNS):
                 continue
         except FileNotFoundError:
             continue
-        with state.file_lock(os.path.join(folder, ".in-use"), blocking=False) as free:
-            if free:
-                shutil.rmtree(folder, ignore_errors=True)
+        try:
+            with state.file_lock(os.path.join(folder, ".in-use"), blocking=False) as free:
+                if free:
+                    shutil.rmtree(folder, ignore_errors=True)
+        except EnvironmentProblem:  # a link planted as its lock: no eval holds it
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def attempts_path(name, tree_hash):

@@ -93,7 +93,14 @@ def atomic_write(path, data, mode=0o644):
 def file_lock(path, blocking=True):
     """An exclusive flock on `path` (created if needed); yields True if held."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # O_NOFOLLOW: a link planted where a lock goes (say, by an evaluator in
+    # its run folder) must not make hills create files elsewhere.
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise EnvironmentProblem(f"lock file '{path}' is a symbolic link; refusing to follow it") from exc
+        raise
     try:
         flags = fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:
