@@ -2,6 +2,7 @@
 files, and nothing it spawned left alive afterwards."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -90,7 +91,9 @@ def reap_everything(keep=frozenset()):
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
                     pass
-            time.sleep(0.005)
+            if not _children() - keep:  # all reaped: no need to sleep
+                break
+            time.sleep(0.001)
     return killed
 
 
@@ -256,7 +259,7 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
     stops = _StopSignals()
     try:
         try:
-            outcome.exit_code = process.wait(timeout=timeout)
+            outcome.exit_code = _wait(process, timeout)
         except subprocess.TimeoutExpired:
             outcome.timed_out = True
             _kill_group(process)
@@ -280,6 +283,23 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
     if stops.pending:
         raise KeyboardInterrupt(stops.pending)
     return outcome
+
+
+def _wait(process, timeout):
+    """Popen.wait with a timeout polls with growing sleeps; a pidfd wakes us
+    the moment the process exits, which matters for short replicates."""
+    try:
+        fd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return process.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(None if timeout is None else max(0, int(timeout * 1000))):
+            raise subprocess.TimeoutExpired(process.args, timeout)
+        return process.wait()
+    finally:
+        os.close(fd)
 
 
 def _kill_group(process):

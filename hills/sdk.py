@@ -117,7 +117,8 @@ def _kill(process):
     deadline = time.monotonic() + 2
     while descendants and time.monotonic() < deadline:
         descendants = [pid for pid in descendants if not _dead(pid)]
-        time.sleep(0.005)
+        if descendants:
+            time.sleep(0.001)
 
 
 def _tidy(config):

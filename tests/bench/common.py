@@ -21,6 +21,8 @@ class Sandbox:
         self.project = os.path.join(self.root, "project")
         os.makedirs(self.project)
         self.env = dict(os.environ, HILLS_HOME=self.home)
+        # Measured as installed: bytecode cached, as it is unless a user turns it off.
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         if not shutil.which("hills"):
             self.env["PATH"] = os.path.join(REPO, "bin") + os.pathsep + self.env["PATH"]
 
