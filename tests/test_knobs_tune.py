@@ -4,6 +4,7 @@ installed), `-k NAME=VALUE` on `hills eval`, and `hills tune`."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -292,12 +293,8 @@ def test_tune_refuses_bad_counts(knobs_hill, tmp_path, args, words):
     assert words in result.err
 
 
-def test_tune_with_optuna_missing_is_a_clear_environment_error(knobs_hill, tmp_path):
-    try:
-        import optuna  # noqa: F401
-        pytest.skip("optuna is installed here")
-    except ImportError:
-        pass
+def test_tune_with_optuna_missing_is_a_clear_environment_error(knobs_hill, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as if not installed, installed or not
     log = attempts_log(HILL, tree_of(knobs_hill))
     before = len(log_entries(log)) if log.exists() else 0
     result = hills("tune", knob_sub(tmp_path / "sub"), "-H", HILL, "--budget", "2", "--tuner", "optuna")
@@ -306,3 +303,22 @@ def test_tune_with_optuna_missing_is_a_clear_environment_error(knobs_hill, tmp_p
     assert "hint: pip install 'hills[optuna]'" in result.err
     after = len(log_entries(log)) if log.exists() else 0
     assert after == before, "no trial is spent before the tuner is known to work"
+
+
+def test_tune_with_optuna_logs_every_trial_and_keeps_the_best(knobs_hill, tmp_path):
+    pytest.importorskip("optuna")
+    log = attempts_log(HILL, tree_of(knobs_hill))
+    before = len(log_entries(log)) if log.exists() else 0
+    submission = knob_sub(tmp_path / "sub")
+    result = hills("tune", submission, "-H", HILL, "--budget", "4", "--tuner", "optuna", "--seed", "7", "--json")
+    assert result.code == 0, result.output
+    summary = json.loads(result.out)
+    assert summary["tuner"] == "optuna" and len(summary["trials"]) == 4
+    assert len(log_entries(log)) == before + 4
+    best = summary["best"]
+    passing = [t for t in summary["trials"] if t["status"] == "passing"]
+    direction = best["metrics"][0]["direction"]
+    values = [t["metrics"][0]["value"] for t in passing]
+    assert best["metrics"][0]["value"] == (max(values) if direction == "max" else min(values))
+    with open(summary["best_params_file"], encoding="utf-8") as handle:
+        assert json.load(handle) == best["knobs"]
