@@ -6,20 +6,9 @@ import math
 import os
 
 from .report import Malformed
+from .signing import json_kind
 
 RESERVED = ("score", "instances", "report")
-
-
-def _kind(value):
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, (list, dict)):
-        return "a list" if isinstance(value, list) else "an object"
-    return type(value).__name__
 
 
 def _finite_number(value):
@@ -35,7 +24,7 @@ def _finite_number(value):
 
 def _score(value, where):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Malformed(f"{where} must be a finite number, got {_kind(value)} ({json.dumps(value)[:60]})")
+        raise Malformed(f"{where} must be a finite number, got {json_kind(value)} ({json.dumps(value)[:60]})")
     if isinstance(value, int) and not _finite_number(value):
         raise Malformed(f"{where} must be a finite number, got an int too large for a float")
     if math.isnan(value):
@@ -79,11 +68,11 @@ def parse_result(path):
     instances = value.get("instances")
     if instances is not None:
         if not isinstance(instances, dict):
-            raise Malformed(f"'instances' must be an object of name to number, got {_kind(instances)}")
+            raise Malformed(f"'instances' must be an object of name to number, got {json_kind(instances)}")
         instances = {str(k): _score(v, f"instances['{k}']") for k, v in instances.items()}
     report = value.get("report")
     if report is not None and not isinstance(report, dict):
-        raise Malformed(f"'report' must be an object, got {_kind(report)}")
+        raise Malformed(f"'report' must be an object, got {json_kind(report)}")
     side, dropped = {}, []
     for key, item in value.items():
         if key in RESERVED:

@@ -87,7 +87,7 @@ def sign(envelope, key):
 def verify(envelope, key):
     """(ok, reason): whether `envelope` carries a valid signature for `key`."""
     if not isinstance(envelope, dict):
-        return False, f"signature INVALID: a report is a JSON object, not {_json_kind(envelope)}"
+        return False, f"signature INVALID: a report is a JSON object, not {json_kind(envelope)}"
     signature = envelope.get("signature")
     if signature is None or signature == "":
         return False, "no signature"
@@ -131,11 +131,14 @@ def parse_report(text, source):
     except ValueError as exc:
         raise UsageError(f"report '{source}' is not valid: {exc}")
     if not isinstance(report, dict):
-        raise UsageError(f"report '{source}' is not a JSON object (it is {_json_kind(report)})")
+        raise UsageError(f"report '{source}' is not a JSON object (it is {json_kind(report)})")
     return report
 
 
-def _json_kind(value):
+def json_kind(value):
+    """How an error message names the JSON type of `value`."""
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
@@ -178,7 +181,7 @@ def utc_timestamp(seconds=None):
 def self_reported(payload, key):
     """What `hills-sign` emits: `payload` marked unofficial and self-reported, then signed."""
     if not isinstance(payload, dict):
-        raise UsageError(f"hills-sign signs a JSON object, not {_json_kind(payload)}")
+        raise UsageError(f"hills-sign signs a JSON object, not {json_kind(payload)}")
     envelope = _unsigned(payload)
     envelope["official"] = False
     envelope["trust"] = "self-reported"

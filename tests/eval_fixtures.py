@@ -10,25 +10,19 @@ import os
 import shutil
 import subprocess
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from conftest import Result
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRIVIAL_TEST = "def test_the_hill_imports():\n    import eval  # noqa: F401\n"
 GRID_EXAMPLE = REPO_ROOT / "hills" / "templates" / "circle-packing" / "examples" / "grid"
 
 
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def output(self):
-        return self.out + self.err
+class Outcome(Result):
+    """A command's exit code and output, and the report it printed."""
 
     @property
     def report(self):
