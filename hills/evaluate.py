@@ -525,7 +525,8 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     wrapper = os.path.join(sdk_dir, "bin", "python")
 
     def replicate(seed):
-        """One replicate on a fresh copy of the snapshot: (core, status, reason, outcome)."""
+        """One replicate on a fresh copy of the snapshot: (core, status, reason,
+        outcome, submission folder, extra environment, log tag)."""
         tag = "" if repeat == 1 else f"-{seed}"
         submission_dir = _fresh(os.path.join(run_dir, "submission" + tag))
         shutil.copytree(source_dir, submission_dir, symlinks=True)
