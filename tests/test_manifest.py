@@ -38,7 +38,7 @@ MANIFEST_ERRORS = [
 @pytest.fixture
 def hill(shared_hill, project):
     """The module's committed hill; any file a test changes is put back."""
-    saved = {rel: (shared_hill / rel).read_bytes() for rel in ("hill.yaml", "eval.py")}
+    saved = {rel: (shared_hill / rel).read_bytes() for rel in ("hill.yaml", "eval.py", "pyproject.toml")}
     head = git(shared_hill, "rev-parse", "HEAD").out.strip()
     yield shared_hill
     for rel, data in saved.items():
@@ -114,6 +114,19 @@ def test_failing_hill_tests_block_the_commit(hill):
     assert committed.code == 1
     assert committed.error_lines[0].startswith("error: hill 'circle-packing' failed check 'tests': ")
     assert "nothing was committed" in committed.err
+
+
+def test_stale_uv_lock_fails_dependencies_even_after_a_passing_check(hill):
+    assert run_cli("check", "circle-packing", "--no-tests").code == 0  # uv's yes is now remembered
+    pyproject = hill / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('version = "0.1.0"', 'version = "0.2.0"'))
+    checked = run_cli("check", "circle-packing", "--no-tests")
+    assert checked.code == 1, checked.output
+    lines = fail_lines(checked)
+    assert len(lines) == 1 and lines[0].startswith("FAIL  dependencies"), checked.out
+    committed = run_cli("commit", "circle-packing", "-m", "stale lock")
+    assert committed.code == 1
+    assert committed.error_lines[0].startswith("error: hill 'circle-packing' failed check 'dependencies'")
 
 
 def test_check_passes_on_a_good_hill(hill):
