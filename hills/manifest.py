@@ -1,5 +1,6 @@
 """hill.yaml: its schema, validation with precise errors, and typed params."""
 
+import copy
 import math
 import os
 import re
@@ -413,4 +414,14 @@ def load(hill_dir):
         raise UsageError(f"'{path}' is missing", hint="every hill needs a hill.yaml manifest")
     except UnicodeDecodeError:
         raise UsageError(f"'{path}': expected UTF-8 text")
-    return parse_text(text, path, os.path.basename(os.path.abspath(hill_dir)))
+    folder = os.path.basename(os.path.abspath(hill_dir))
+    # One command reads the same manifest several times (check, locks,
+    # listing); parse each text once, hand out copies.
+    memo_key = (path, folder, text)
+    if memo_key not in _parsed:
+        _parsed.clear()
+        _parsed[memo_key] = parse_text(text, path, folder)
+    return copy.deepcopy(_parsed[memo_key])
+
+
+_parsed = {}
