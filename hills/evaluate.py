@@ -414,14 +414,16 @@ def evaluate(req, say=lambda message: None):
     """Run one evaluation; return the signed report (every outcome is logged)."""
     hill = req.hill
     head = hill.repo.head()
-    if head is None:
-        raise Refused(f"hill '{hill.name}' has no commits yet",
-                      hint=f"freeze it first: hills commit {hill.name} -m MESSAGE")
-    tree_hash = pinned_tree(hill, head)
-    official, official_reason, forced = True, None, False
     if req.current and req.force:
         raise UsageError("--current and --force cannot be combined")
-    changed = is_dirty(hill)
+    if head is None and not req.current:
+        raise Refused(f"hill '{hill.name}' has no commits yet",
+                      hint=f"freeze it first: hills commit {hill.name} -m MESSAGE, "
+                           "or try the working tree unofficially with --current")
+    # --current scores the working tree, so it works before the first commit too.
+    tree_hash = pinned_tree(hill, head) if head else None
+    official, official_reason, forced = True, None, False
+    changed = [] if req.current else is_dirty(hill)
     if req.current:
         official, official_reason = False, "scored the working tree (--current), not a committed version"
     else:

@@ -157,3 +157,18 @@ def test_read_only_commands_through_the_executables(shared_hill, project):
         result = run_bin(*argv, cwd=project)
         assert result.code == 0, (argv, result.output)
     assert run_bin("git", "hill", "home", cwd=project).out.strip() == os.environ["HILLS_HOME"]
+
+
+def test_current_scores_a_hill_before_its_first_commit(project):
+    created = run_cli("new", "draft", "-t", "circle-packing")
+    assert created.code == 0, created.output
+    example = project / ".hills" / "draft" / "examples" / "grid"
+    refused = run_cli("eval", str(example), "-H", "draft")
+    assert refused.code == 1
+    assert refused.error_lines == ["error: hill 'draft' has no commits yet"]
+    assert "--current" in refused.err
+    scored = run_cli("eval", str(example), "-H", "draft", "--current")
+    assert scored.code == 0, scored.output
+    report = json.loads(scored.out)
+    assert report["official"] is False and report["tree_hash"] is None and report["commit"] is None
+    assert report["status"] == "passing"
