@@ -676,11 +676,11 @@ def _crash_log(exc):
     path = os.path.join(state.home(), "logs", f"crash-{stamp}-{os.getpid()}.log")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(f"hills {__version__}\nargv: {sys.argv!r}\n\n")
             handle.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
         return path
-    except OSError:
+    except Exception:  # the crash log must never be a second crash
         return None
 
 
@@ -717,7 +717,8 @@ def run(command, argv, prog_name):
         return errors.EXIT_OK
     except Exception as exc:  # the one place a bug becomes a one-line message
         path = _crash_log(exc)
-        say(f"error: internal error in hills: {type(exc).__name__}: {exc}")
+        say(f"error: internal error in hills: {type(exc).__name__}: "
+            + str(exc).encode("utf-8", "backslashreplace").decode("utf-8"))
         if path:
             say(f"hint: the traceback is saved in {path}; please report it")
         return errors.EXIT_BUG

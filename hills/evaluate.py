@@ -485,6 +485,12 @@ def evaluate(req, say=lambda message: None):
                 envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
             _finish(hill, head, log_tree, envelope, key)
             raise
+        except Exception as exc:
+            # A bug in hills still leaves its trace in the log: no survivorship.
+            envelope.update(status="buggy", passed=False,
+                            reason=f"internal error in hills: {type(exc).__name__}: {exc}")
+            _finish(hill, head, log_tree, envelope, key)
+            raise
         _finish(hill, head, log_tree, envelope, key)
     prune_runs(hill.name)
     return envelope
@@ -594,6 +600,11 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
 def _finish(hill, head, log_tree, envelope, key):
     """Sign, append to the attempts log, and note official reports."""
     envelope.pop("signature", None)
+    # Names from the submission and text from the evaluator may hold lone
+    # surrogates; the report is UTF-8, so they become visible escapes.
+    cleaned = signing.clean_text(envelope)
+    envelope.clear()
+    envelope.update(cleaned)
     envelope["signature"] = signing.sign(envelope, key)
     path = attempts_path(hill.name, log_tree)
     entry = chain.append(path, {"report": envelope}, key)

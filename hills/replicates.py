@@ -56,8 +56,8 @@ def aggregate(cores):
 
         def distance(item):
             core = cores[item[0]]
-            value = next(m["value"] for m in core["metrics"] if m["name"] == name)
-            return abs(value - centre)
+            value = next((m["value"] for m in core["metrics"] if m["name"] == name), None)
+            return abs(value - centre) if value is not None else float("inf")
 
         index, block = min(reports, key=distance)
         combined["report"] = block

@@ -122,7 +122,17 @@ def timestamp():
 
 
 def summary_line(report):
-    metrics = "  ".join(f"{m['name']}={m['value']:.6g} ({m['direction']})" for m in report.get("metrics", []))
+    """One line: verdict and metrics. Any report shape is shown, never a crash
+    (hills-sign signs whatever JSON object it is given)."""
+    shown = []
+    metrics_list = report.get("metrics") if isinstance(report, dict) else None
+    for metric in metrics_list if isinstance(metrics_list, list) else []:
+        if not isinstance(metric, dict) or "name" not in metric:
+            continue
+        value = metric.get("value")
+        value = f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        shown.append(f"{metric['name']}={value} ({metric.get('direction', '?')})")
+    metrics = "  ".join(shown)
     verdict = {"passing": "PASSED", "failing": "FAILED", "buggy": "BUGGY",
                "refused": "REFUSED", "interrupted": "INTERRUPTED"}.get(report.get("status"), "?")
     return f"{verdict:<8} {metrics}".rstrip()

@@ -14,7 +14,36 @@ def _worst_first(rows, key, direction):
     return sorted(numeric, key=lambda r: r[key], reverse=direction == "min") + others
 
 
+def _shaped(report):
+    """The report with every section the renderer reads in the shape it
+    expects (hills-sign signs any JSON object; show must not crash on one)."""
+    shaped = dict(report)
+
+    def mapping(value):
+        return value if isinstance(value, dict) else {}
+
+    def rows(value, keys):
+        return [row for row in value if isinstance(row, dict) and all(k in row for k in keys)] \
+            if isinstance(value, list) else []
+
+    shaped["metrics"] = [m for m in rows(report.get("metrics"), ("name", "value"))
+                         if isinstance(m["value"], (int, float)) and not isinstance(m["value"], bool)]
+    for metric in shaped["metrics"]:
+        metric.setdefault("direction", "max")
+    shaped["config"] = rows(report.get("config"), ("name", "value"))
+    shaped["spread"] = {k: v for k, v in mapping(report.get("spread")).items()
+                        if isinstance(v, dict) and {"min", "max", "mad", "n"} <= set(v)}
+    for key in ("params", "trial", "side_metrics", "unit_tests", "submission_git"):
+        shaped[key] = mapping(report.get(key))
+    shaped["instances"] = {k: v for k, v in mapping(report.get("instances")).items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    shaped["warnings"] = [w for w in report.get("warnings", []) if isinstance(w, str)] \
+        if isinstance(report.get("warnings"), list) else []
+    return shaped
+
+
 def render(report, verdict_line, emit):
+    report = _shaped(report)
     emit(verdict_line)
     tree = (report.get("tree_hash") or "working tree")[:12]
     emit(f"{report.get('hill', '?')} @ {tree}  {report.get('timestamp', '')}"

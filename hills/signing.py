@@ -36,7 +36,27 @@ def canonical_json(obj):
         where = f"'{path}'" if path else "the top level"
         raise UsageError(f"value at {where} is {what}",
                          hint="reports and log entries hold finite numbers, strings, booleans, null, lists and objects only")
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("value holds text that is not valid Unicode (a lone surrogate)",
+                         hint="reports and log entries are UTF-8; replace the offending characters")
+
+
+def clean_text(value):
+    """`value` with every string made encodable as UTF-8: a lone surrogate
+    (from a file name or an evaluator's output) becomes a visible escape."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_text(v) for v in value]
+    return value
 
 
 def _find_unencodable(value, path):

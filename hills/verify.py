@@ -72,3 +72,10 @@ def fast_main(paths):
         return exc.exit_code
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # the same funnel as the click commands: a bug is exit 3
+        from .cli import _crash_log
+
+        path = _crash_log(exc)
+        sys.stderr.write(f"error: internal error in hills: {type(exc).__name__}\n"
+                         + (f"hint: the traceback is saved in {path}; please report it\n" if path else ""))
+        return 3
