@@ -83,6 +83,8 @@ def commit(hill, message, gate=True, progress=None):
         spec = hill.manifest()
         private_entries, blob_entries, regular, _changed = regenerate_locks(hill)
         audit_leaks(hill, private_entries)
+        # Before any blob is written: a copy of private data under another name.
+        audit_copies(hill, private_entries, {rel: _worktree_blob(hill, rel) for rel in regular})
         tree_hash = build_tree(hill, regular)
         parent = hill.repo.head()
         if parent and hill.repo.tree_of(parent) == tree_hash:
@@ -182,3 +184,26 @@ def audit_leaks(hill, private_entries):
                           hint="find what holds it (git --git-dir=.vc log --all --find-object=" + object_id[:12]
                                + "), drop it, then run: git --git-dir=.vc reflog expire --expire-unreachable=now "
                                "--all && git --git-dir=.vc gc --prune=now")
+
+
+def _worktree_blob(hill, rel):
+    full = os.path.join(hill.path, rel)
+    size = os.path.getsize(full)
+    return _git_blob_id(full, size), size
+
+
+def audit_copies(hill, private_entries, files):
+    """Refuse when a file about to be committed (`files`: {path: (blob id,
+    size)}) holds the exact bytes of a private file."""
+    by_size = {}
+    for rel, (object_id, size) in files.items():
+        by_size.setdefault(size, []).append((rel, object_id))
+    for private_rel, entry in sorted(private_entries.items()):
+        if not entry["size"] or entry["size"] not in by_size:
+            continue
+        private_id = _git_blob_id(os.path.join(hill.path, private_rel), entry["size"])
+        for rel, object_id in by_size[entry["size"]]:
+            if object_id == private_id:
+                raise Refused(f"'{rel}' holds the same bytes as '{private_rel}': held-out data must never "
+                              "enter git; nothing was committed",
+                              hint=f"remove or change '{rel}', or keep it under private/")

@@ -18,6 +18,13 @@ def pre_commit(work_tree):
     if index and not os.path.isabs(index):
         index = os.path.join(hill_dir, index)
     index_env = {"GIT_INDEX_FILE": index} if index else None
+    # The gate checks the working tree; git commits the index. They must agree.
+    unstaged = [rel for rel in target.repo.run("diff-files", "--name-only", "-z", env=index_env).split("\0")
+                if rel and rel not in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK)]
+    if unstaged:
+        raise Refused(f"'{unstaged[0]}' differs between the index and the working tree: the gate checks the "
+                      "working tree, so it would not vouch for what git commits; nothing was committed",
+                      hint="stage the changes (git --git-dir=.vc --work-tree=. add -A), or set them aside")
     results = check.run_checks(hill_dir, tests=True)
     failed = [r for r in results if r.status == "fail"]
     if failed:
@@ -32,6 +39,7 @@ def pre_commit(work_tree):
                           f"({'held-out data' if rel.startswith('private/') else 'a blob'})",
                           hint=f"unstage it: git --git-dir=.vc rm --cached -- '{rel}'")
     commit.audit_leaks(target, private_entries)
+    commit.audit_copies(target, private_entries, _staged_blobs(target, index_env))
     stale = []
     for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
         with open(os.path.join(hill_dir, lock_name), encoding="utf-8") as handle:
@@ -44,3 +52,26 @@ def pre_commit(work_tree):
                       + ("was" if len(stale) == 1 else "were") + " regenerated; nothing was committed",
                       hint="stage the regenerated lock(s) and commit again: git --git-dir=.vc --work-tree=. add "
                       + " ".join(stale))
+
+
+def _staged_blobs(target, index_env):
+    """{path: (blob id, size)} of what the index being committed holds."""
+    out = target.repo.run("ls-files", "-z", "--cached", "--stage", env=index_env)
+    ids = {}
+    for record in out.split("\0"):
+        if not record:
+            continue
+        meta, path = record.split("\t", 1)
+        mode, object_id, _stage = meta.split(" ")
+        if mode.startswith("100"):
+            ids[path] = object_id
+    if not ids:
+        return {}
+    sizes = {}
+    found = target.repo.run("cat-file", "--batch-check=%(objectname) %(objectsize)",
+                            input="\n".join(sorted(set(ids.values()))) + "\n")
+    for line in found.splitlines():
+        object_id, _, size = line.partition(" ")
+        if size.isdigit():
+            sizes[object_id] = int(size)
+    return {path: (object_id, sizes.get(object_id, -1)) for path, object_id in ids.items()}

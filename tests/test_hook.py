@@ -144,3 +144,37 @@ def test_list_shows_the_tree_of_a_plain_git_commit(committed_hill):
     assert git(hill, "commit", "-q", "-am", "plain").code == 0
     tree = git(hill, "rev-parse", "HEAD^{tree}").out.strip()
     assert json.loads(run_cli("list", "--json").out)[0]["tree_hash"] == tree
+
+
+def test_index_that_differs_from_the_working_tree_is_refused(committed_hill):
+    hill = committed_hill
+    evaluator = hill / "eval.py"
+    good = evaluator.read_text()
+    evaluator.write_text(good + "\nthis is not python(\n")
+    assert git(hill, "add", "eval.py").code == 0
+    evaluator.write_text(good)  # the gate would see a good file, git would commit a broken one
+    before = head(hill)
+    refused = git(hill, "commit", "-q", "-m", "broken in the index")
+    assert refused.code != 0
+    assert refused.error_lines == ["error: 'eval.py' differs between the index and the working tree: the gate "
+                                   "checks the working tree, so it would not vouch for what git commits; "
+                                   "nothing was committed"]
+    assert head(hill) == before
+
+
+def test_copy_of_private_data_is_refused_on_both_paths(committed_hill):
+    hill = committed_hill
+    (hill / "private").mkdir(exist_ok=True)
+    (hill / "private" / "answers.txt").write_text("the held-out answers\n")
+    (hill / "notes.txt").write_text("the held-out answers\n")
+    before = head(hill)
+    expected = ["error: 'notes.txt' holds the same bytes as 'private/answers.txt': held-out data must never "
+                "enter git; nothing was committed"]
+    by_hills = run_cli("commit", "circle-packing", "-m", "copy")
+    assert by_hills.code == 1
+    assert by_hills.error_lines == expected
+    assert git(hill, "add", "-A").code == 0
+    by_git = git(hill, "commit", "-q", "-m", "copy")
+    assert by_git.code != 0
+    assert by_git.error_lines == expected
+    assert head(hill) == before
