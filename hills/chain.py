@@ -573,6 +573,21 @@ def _check_against_head(path, last, key):
                   hint=hint)
 
 
+def check_appendable(path, key):
+    """Raise Refused, as `append` would, when the log's tail is broken: a
+    caller about to do expensive work checks first, so that work is not
+    lost for want of a place to record it."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        last = _last_entry(fd, path, key)
+    finally:
+        os.close(fd)
+    _check_against_head(path, last, key)
+
+
 def append(path, record, key):
     """Append `record` as the next entry of the log at `path`; returns the entry written."""
     _check_record(record)

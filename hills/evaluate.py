@@ -1,6 +1,7 @@
 """`hills eval`: pin the hill, verify its locks, snapshot the submission, run
 the evaluator under the watchdog, and sign, log and note the outcome."""
 
+import contextlib
 import json
 import os
 import secrets
@@ -180,12 +181,19 @@ def attempts_path(name, tree_hash):
 
 
 def final_count(name, tree_hash, key):
+    """Holdout evals already spent on a version, official or not (a look at
+    the holdout is a look); refusals are not counted. The log must verify:
+    a log cut short must not hand the budget back."""
     path = attempts_path(name, tree_hash)
     if not os.path.exists(path):
         return 0
+    verdict = chain.verify(path, key)
+    if not verdict.ok:
+        raise Refused(f"the attempts log of hill '{name}' at tree {tree_hash[:12]} is broken "
+                      f"({verdict.problems[0]}): its holdout evals cannot be counted",
+                      hint=f"see 'hills attempts {name}'")
     reports = (entry.get("report", {}) for entry in chain.read(path))
-    return sum(1 for report in reports if report.get("final") and report.get("official")
-               and report.get("status") != "refused")
+    return sum(1 for report in reports if report.get("final") and report.get("status") != "refused")
 
 
 class _Resource:
@@ -450,12 +458,16 @@ def evaluate(req, say=lambda message: None):
     declaration, trial, knob_warning = resolve_knobs(req)
     key = state.load_key()
     log_tree = None if req.current else tree_hash
-    if req.final and official and spec["final"]["budget"] is not None:
-        used = final_count(hill.name, tree_hash, key)
-        if used >= spec["final"]["budget"]:
-            raise Refused(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
-                          f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}")
+    budget_lock = contextlib.nullcontext()
+    if req.final and spec["final"]["budget"] is not None:
+        if req.current:
+            raise UsageError(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
+                             "--final needs a committed version, not --current")
+        # Held from the count to the log line, so concurrent --final evals cannot overspend.
+        budget_lock = state.file_lock(os.path.join(state.state_dir(hill.name, tree_hash), "final.lock"))
 
+    # A log that cannot take the outcome refuses before the evaluator runs.
+    chain.check_appendable(attempts_path(hill.name, log_tree), key)
     run_id = _run_id()
     run_dir = os.path.join(state.runs_dir(hill.name), run_id)
     os.makedirs(run_dir)
@@ -471,7 +483,13 @@ def evaluate(req, say=lambda message: None):
         envelope["trial"] = trial
     if knob_warning:
         envelope["warnings"] = [knob_warning]
-    with state.file_lock(os.path.join(run_dir, ".in-use")):
+    with budget_lock, state.file_lock(os.path.join(run_dir, ".in-use")):
+        if req.final and spec["final"]["budget"] is not None:
+            used = final_count(hill.name, tree_hash, key)
+            if used >= spec["final"]["budget"]:
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise Refused(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
+                              f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}")
         try:
             _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say)
         except HillsError as exc:

@@ -43,3 +43,40 @@ def test_any_signed_object_verifies_and_shows(project, tmp_path):
     shown = run_cli("show", str(path))
     assert shown.code == 0, shown.output
     assert shown.out.startswith("signature valid\n")
+
+
+def _log_of(project):
+    attempts = json.loads(run_cli("attempts", "circle-packing", "--json").out)
+    return attempts["log"]
+
+
+def test_a_broken_log_refuses_the_eval_before_the_evaluator_runs(project):
+    new_and_commit()
+    example = project / ".hills" / "circle-packing" / "examples" / "grid"
+    assert run_cli("eval", str(example), "-H", "circle-packing").code == 0
+    log = _log_of(project)
+    with open(log, "rb") as handle:
+        data = handle.read()
+    with open(log, "wb") as handle:
+        handle.write(data[:-20])  # a torn last line
+    runs = os.path.join(os.environ["HILLS_HOME"], "runs", "circle-packing")
+    before = sorted(os.listdir(runs))
+    refused = run_cli("eval", str(example), "-H", "circle-packing")
+    assert refused.code == 1, refused.output
+    assert "truncated" in refused.err or "broken" in refused.err
+    assert sorted(os.listdir(runs)) == before  # nothing ran
+
+
+def test_holdout_evals_of_an_unapproved_version_count_against_the_budget(project):
+    hill = new_and_commit()
+    with open(hill / "hill.yaml", "a", encoding="utf-8") as handle:
+        handle.write("\nfinal:\n  budget: 1\n")
+    assert run_cli("pin", "circle-packing").code == 0  # approves the version without a budget
+    assert run_cli("commit", "circle-packing", "-m", "budget").code == 0
+    example = hill / "examples" / "grid"
+    first = run_cli("eval", str(example), "-H", "circle-packing", "--final")
+    assert first.code == 0, first.output
+    assert json.loads(first.out)["official"] is False
+    second = run_cli("eval", str(example), "-H", "circle-packing", "--final")
+    assert second.code == 1, second.output
+    assert "the holdout budget of hill 'circle-packing' is spent: 1 of 1" in second.err
