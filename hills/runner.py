@@ -243,9 +243,16 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
     echo_out = _echo_stream() if verbose else None
     pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
     started = time.monotonic()
+    # Installed before the evaluator starts, but disarmed: a stop signal
+    # arriving while it starts is kept, and acted on once it can be killed.
+    stops = _StopSignals()
+    stops.armed = False
     try:
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_w,
                                    stderr=err_w, pass_fds=pass_fds, start_new_session=True)
+    except BaseException:
+        stops.restore()
+        raise
     finally:
         os.close(out_w)
         os.close(err_w)
@@ -256,9 +263,13 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
     if result_pipe:
         reader = _ResultReader(res_r, RESULT_CAP)
         reader.start()
-    stops = _StopSignals()
     try:
         try:
+            stops.armed = True
+            if stops.pending:
+                early, stops.pending = stops.pending, None
+                stops.armed = False
+                raise KeyboardInterrupt(early)
             outcome.exit_code = _wait(process, timeout)
         except subprocess.TimeoutExpired:
             outcome.timed_out = True
