@@ -379,7 +379,7 @@ def eval_command(submission, hill_name, params, final, force, current, queue, ve
         _check_output_path(output)
     try:
         report = evaluate.evaluate(request, say=say)
-    except errors.HillsError as exc:
+    except (errors.HillsError, KeyboardInterrupt) as exc:
         if getattr(exc, "report", None) is not None:
             _emit_report(exc.report, output, as_json)
         raise

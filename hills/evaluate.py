@@ -506,7 +506,9 @@ def evaluate(req, say=lambda message: None):
             if envelope["status"] != "interrupted":  # else the runner already said which signal
                 envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
             _finish(hill, head, log_tree, envelope, key)
-            raise
+            interrupt = KeyboardInterrupt(envelope["reason"])
+            interrupt.report = envelope  # printed by the caller like any other outcome
+            raise interrupt
         except Exception as exc:
             # A bug in hills still leaves its trace in the log: no survivorship.
             envelope.update(status="buggy", passed=False,

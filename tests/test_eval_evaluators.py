@@ -209,6 +209,8 @@ def test_interrupt_kills_everything_and_is_logged(hang_hill, sub, token, stop, w
     assert "error: interrupted" in err
     logged = logged_last(hang_hill)
     assert logged["status"] == "interrupted" and logged["reason"] == words
+    printed = json.loads(out)  # the interrupted report is printed too, as logged
+    assert printed["status"] == "interrupted" and printed["signature"] == logged["signature"]
 
 
 def test_crash_names_the_exception(bad, sub):
