@@ -305,8 +305,12 @@ lock, a symbolic link leaving the submission, a submission holding
 `problem` or `data` for a command evaluator, an environment that cannot be
 built) prints its report too, with status `refused` (written to FILE as
 well with `--output`); the error goes to standard error, with no summary.
-A refusal before the run folder exists (no such hill, a dirty hill, a bad
-param or knob, a spent holdout budget) prints no report and is not logged.
+An interrupted evaluation prints its report the same way, with status
+`interrupted`. An internal error during the run is logged as `buggy`
+before hills exits 3. A refusal before the run folder exists (no such
+hill, a dirty hill, a bad param or knob, a spent holdout budget, a broken
+attempts log, `--final` with `--current` on a hill with a holdout budget)
+prints no report and is not logged.
 Every report, refused and interrupted ones included,
 is signed and appended to the attempts log of the hill version, and an
 official one is also added to the git notes of the hill commit.""",
