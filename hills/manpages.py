@@ -810,9 +810,11 @@ climber's disposable copy (hills-describe(1) says where it is); only
 `hills eval --repeat N` overrides it. Metrics are then medians, with their
 spread; see hills-eval(1)."""),
     "final": ("mapping, default no budget",
-                """`budget`: how many official `--final` (holdout) evaluations each version
-of the hill allows, an integer of at least 0, or null for no limit. Refused
-evaluations do not count."""),
+                """`budget`: how many `--final` (holdout) evaluations each committed version
+of the hill allows, official or not (a look at the holdout is a look), an
+integer of at least 0, or null for no limit. Refused evaluations do not
+count; the count comes from the version's attempts log, which must verify.
+With a budget, `--final --current` is refused."""),
     "exclusive": ("string, default none",
                 """A machine resource used by one evaluation at a time, such as `gpu`:
 lowercase letters, digits, `_` and `-`. A second evaluation needing it fails
