@@ -166,13 +166,8 @@ def audit_leaks(hill, private_entries):
                                "git --git-dir=.vc gc --prune=now")
     if not private_entries:
         return
-    blobs = {}
-    out = repo.run("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",
-                   input="\n".join(reachable) + "\n")
-    for line in out.splitlines():
-        parts = line.split(" ")
-        if len(parts) == 3 and parts[1] == "blob":
-            blobs[parts[0]] = int(parts[2])
+    blobs = {object_id: size for object_id, (kind, size) in repo.object_sizes(reachable).items()
+             if kind == "blob"}
     sizes = set(blobs.values())
     for rel, entry in sorted(private_entries.items()):
         if not entry["size"] or entry["size"] not in sizes:

@@ -114,15 +114,37 @@ class Repo:
 
     def ls_tree(self, rev):
         """{path: (mode, object_id)} for every file at `rev`."""
-        out = self.run("ls-tree", "-r", "-z", "--full-tree", rev)
-        entries = {}
-        for record in out.split("\0"):
-            if not record:
-                continue
-            meta, path = record.split("\t", 1)
-            mode, _kind, object_id = meta.split(" ")
-            entries[path] = (mode, object_id)
-        return entries
+        return _entries(self.run("ls-tree", "-r", "-z", "--full-tree", rev), id_field=2)
+
+    def ls_index(self, env=None):
+        """{path: (mode, object_id)} for every entry of the index (`env` may
+        name another one with GIT_INDEX_FILE)."""
+        return _entries(self.run("ls-files", "-z", "--cached", "--stage", env=env), id_field=1)
+
+    def object_sizes(self, object_ids):
+        """{object_id: (type, size)} for the objects that exist."""
+        if not object_ids:
+            return {}
+        out = self.run("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+                       input="\n".join(sorted(set(object_ids))) + "\n")
+        found = {}
+        for line in out.splitlines():
+            parts = line.split(" ")
+            if len(parts) == 3 and parts[2].isdigit():
+                found[parts[0]] = (parts[1], int(parts[2]))
+        return found
+
+
+def _entries(out, id_field):
+    """Parse `ls-tree -z` or `ls-files --stage -z` records."""
+    entries = {}
+    for record in out.split("\0"):
+        if not record:
+            continue
+        meta, path = record.split("\t", 1)
+        fields = meta.split(" ")
+        entries[path] = (fields[0], fields[id_field])
+    return entries
 
 
 def lineage(folder):

@@ -56,22 +56,7 @@ def pre_commit(work_tree):
 
 def _staged_blobs(target, index_env):
     """{path: (blob id, size)} of what the index being committed holds."""
-    out = target.repo.run("ls-files", "-z", "--cached", "--stage", env=index_env)
-    ids = {}
-    for record in out.split("\0"):
-        if not record:
-            continue
-        meta, path = record.split("\t", 1)
-        mode, object_id, _stage = meta.split(" ")
-        if mode.startswith("100"):
-            ids[path] = object_id
-    if not ids:
-        return {}
-    sizes = {}
-    found = target.repo.run("cat-file", "--batch-check=%(objectname) %(objectsize)",
-                            input="\n".join(sorted(set(ids.values()))) + "\n")
-    for line in found.splitlines():
-        object_id, _, size = line.partition(" ")
-        if size.isdigit():
-            sizes[object_id] = int(size)
-    return {path: (object_id, sizes.get(object_id, -1)) for path, object_id in ids.items()}
+    ids = {path: object_id for path, (mode, object_id) in target.repo.ls_index(index_env).items()
+           if mode.startswith("100")}
+    sizes = target.repo.object_sizes(ids.values())
+    return {path: (object_id, sizes.get(object_id, ("", -1))[1]) for path, object_id in ids.items()}
