@@ -6,6 +6,7 @@ executables from the checkout's bin/."""
 import contextlib
 import io
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -46,13 +47,25 @@ class Result:
         return [line for line in self.err.splitlines() if line.startswith("error: ")]
 
 
+def write_python_shim(folder):
+    """Write `folder/python3`, a shell stub that execs this very interpreter.
+
+    Not a symlink: Python finds its venv from the path it was started as,
+    so a link to `.venv/bin/python` (let alone its realpath) would start the
+    base interpreter, which lacks hills' dependencies."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / "python3"
+    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n", encoding="utf-8")
+    shim.chmod(0o755)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def python_bin(tmp_path_factory):
-    """A folder holding only `python3` -> this interpreter, so bin/hills (a
+    """A folder holding only `python3`, this interpreter, so bin/hills (a
     `#!/usr/bin/env python3` script) runs where the dependencies are."""
-    folder = tmp_path_factory.mktemp("python-bin")
-    (folder / "python3").symlink_to(os.path.realpath(sys.executable))
-    return folder
+    return write_python_shim(tmp_path_factory.mktemp("python-bin"))
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
+from conftest import write_python_shim
 from hills import cli, command, evaluate, manifest, manpages, replicates, report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -213,8 +214,7 @@ def test_readme_reference_table_has_a_row_per_verb():
 def exe_env(tmp_path_factory):
     """PATH with the checkout's bin/ first and a `python3` that is this
     interpreter (bin/hills is a `#!/usr/bin/env python3` script)."""
-    python_dir = tmp_path_factory.mktemp("guard-python")
-    (python_dir / "python3").symlink_to(os.path.realpath(sys.executable))
+    python_dir = write_python_shim(tmp_path_factory.mktemp("guard-python"))
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env["PATH"] = os.pathsep.join([str(BIN_DIR), str(python_dir), os.environ.get("PATH", "")])
     env["COLUMNS"] = "80"
