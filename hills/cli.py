@@ -715,13 +715,25 @@ def run(command, argv, prog_name):
         return errors.EXIT_INTERRUPTED
     except BrokenPipeError:
         return errors.EXIT_OK
+    except ModuleNotFoundError as exc:
+        problem = errors.missing_dependency(exc)
+        if problem is None:
+            return _bug(exc)
+        say(f"error: {problem.message}")
+        say(f"hint: {problem.hint}")
+        return problem.exit_code
     except Exception as exc:  # the one place a bug becomes a one-line message
-        path = _crash_log(exc)
-        say(f"error: internal error in hills: {type(exc).__name__}: "
-            + str(exc).encode("utf-8", "backslashreplace").decode("utf-8"))
-        if path:
-            say(f"hint: the traceback is saved in {path}; please report it")
-        return errors.EXIT_BUG
+        return _bug(exc)
+
+
+def _bug(exc):
+    """A bug: the traceback goes to a crash log, one line to the user."""
+    path = _crash_log(exc)
+    say(f"error: internal error in hills: {type(exc).__name__}: "
+        + str(exc).encode("utf-8", "backslashreplace").decode("utf-8"))
+    if path:
+        say(f"hint: the traceback is saved in {path}; please report it")
+    return errors.EXIT_BUG
 
 
 def entry_for(program):

@@ -13,9 +13,23 @@ def main():
         from .verify import fast_main
 
         sys.exit(fast_main(args[1:]))
-    from .cli import main as cli_main
-
+    try:
+        from .cli import main as cli_main
+    except ModuleNotFoundError as exc:
+        sys.exit(_missing(exc))
     cli_main()
+
+
+def _missing(exc):
+    """Exit code and message for a dependency this interpreter lacks; any
+    other missing module is a broken install, which is re-raised."""
+    from .errors import missing_dependency
+
+    problem = missing_dependency(exc)
+    if problem is None:
+        raise exc
+    sys.stderr.write(f"error: {problem.message}\nhint: {problem.hint}\n")
+    return problem.exit_code
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """The one exception hierarchy of hills and the exit code each kind maps to."""
 
+import os
+import sys
+
 EXIT_OK = 0
 EXIT_NO = 1
 EXIT_USAGE = 2
@@ -50,3 +53,31 @@ class CommandFailed(EnvironmentProblem):
         self.argv = list(argv)
         self.returncode = exit_code
         self.stderr = stderr
+
+
+# Import name -> the distribution that provides it: the runtime dependencies
+# of pyproject.toml (a guard test keeps the two in step).
+DEPENDENCIES = {
+    "click": "click",
+    "ruamel": "ruamel.yaml",
+    "blake3": "blake3",
+    "tomli_w": "tomli-w",
+    "uv": "uv",
+}
+
+
+def missing_dependency(exc):
+    """The EnvironmentProblem for an import of a dependency that failed, or
+    None when `exc` is about some other module (then it is a bug)."""
+    top = (getattr(exc, "name", None) or "").split(".")[0]
+    if top not in DEPENDENCIES:
+        return None
+    package = DEPENDENCIES[top]
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        hint = (f"run 'make quickstart' in '{checkout}' (it installs hills into .venv/ there), "
+                f"then put '{os.path.join(checkout, '.venv', 'bin')}' first on PATH")
+    else:
+        hint = f"reinstall hills with its dependencies: '{sys.executable} -m pip install --force-reinstall hills'"
+    return EnvironmentProblem(
+        f"hills needs the Python package '{package}', which '{sys.executable}' cannot import", hint=hint)

@@ -38,6 +38,19 @@ def bwrap_works():
     return _probe[binary]
 
 
+def probe(binary):
+    """Whether `binary` can build a namespace here: one run of it, touching no
+    machine state (test suites call this while they are being collected)."""
+    if not binary:
+        return False
+    try:
+        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def _probe_cached(binary):
     """Run the probe once per bwrap binary (by path, size and mtime) and
     remember the answer in machine state, sealed: evals skip the probe."""
@@ -52,12 +65,7 @@ def _probe_cached(binary):
     cached = state.sealed_read(path)
     if isinstance(cached, dict) and cached.get("identity") == identity:
         return bool(cached.get("works"))
-    try:
-        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
-        works = done.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        works = False
+    works = probe(binary)
     state.ensure_home()
     state.sealed_write(path, {"identity": identity, "works": works})
     return works

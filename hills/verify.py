@@ -73,6 +73,12 @@ def fast_main(paths):
     except BrokenPipeError:
         return 0
     except Exception as exc:  # the same funnel as the click commands: a bug is exit 3
+        from .errors import missing_dependency
+
+        problem = missing_dependency(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if problem is not None:
+            sys.stderr.write(f"error: {problem.message}\nhint: {problem.hint}\n")
+            return problem.exit_code
         from .cli import _crash_log
 
         path = _crash_log(exc)

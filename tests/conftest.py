@@ -10,10 +10,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from hills import sandbox
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "bin"
@@ -31,6 +34,24 @@ SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
             "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_NAMESPACE",
             "HILLS_UV", "HILLS_PYTHON_BASE", "VIRTUAL_ENV", "XDG_CONFIG_HOME")
 
+# Set before any test module is imported: what runs while tests are being
+# collected (skipif conditions, module constants) must not reach the user's
+# HOME or machine state either. Each test then gets a machine of its own.
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="hills-tests-"))
+for _name, _folder in (("HOME", "home"), ("HILLS_HOME", "hills-home")):
+    os.environ[_name] = str(SESSION_ROOT / _folder)
+(SESSION_ROOT / "home").mkdir()
+
+# Probed without machine state, once, at collection.
+BWRAP_USABLE = sandbox.probe(sandbox.bwrap_binary())
+needs_bwrap = pytest.mark.skipif(not BWRAP_USABLE,
+                                 reason="bubblewrap (bwrap) is missing or cannot create namespaces here "
+                                        "(install the Debian package 'bubblewrap')")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_ROOT, ignore_errors=True)
+
 
 @dataclass
 class Result:
@@ -47,7 +68,7 @@ class Result:
         return [line for line in self.err.splitlines() if line.startswith("error: ")]
 
 
-def write_python_shim(folder):
+def write_python_shim(folder, flags=()):
     """Write `folder/python3`, a shell stub that execs this very interpreter.
 
     Not a symlink: Python finds its venv from the path it was started as,
@@ -56,7 +77,8 @@ def write_python_shim(folder):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     shim = folder / "python3"
-    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n", encoding="utf-8")
+    command = " ".join(shlex.quote(word) for word in [sys.executable, *flags])
+    shim.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n", encoding="utf-8")
     shim.chmod(0o755)
     return folder
 

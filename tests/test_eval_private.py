@@ -7,8 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from hills import sandbox
-
+from conftest import needs_bwrap
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import (attempts_log, hills, last_report, log_entries, make_hill, notes_lines, on_machine,
                            real, submission, tree_of)
@@ -132,7 +131,7 @@ def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
     assert attempts.code == 0 and "chain intact: 16 entries" in attempts.out
 
 
-@pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap is not usable here")
+@needs_bwrap
 def test_a_sandboxed_evaluator_cannot_change_private_data(module_machine, tmp_path):
     guarded = make_hill("guarded", DRIFTING_EVAL, private={"x": "frozen\n"})
     result = hills("eval", submission(tmp_path / "sub", {"a.txt": "1"}), "-H", "guarded")

@@ -30,13 +30,12 @@ from pathlib import Path
 import pytest
 
 from command_fixtures import make_command_hill
+from conftest import needs_bwrap
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
-from hills import runner, sandbox
+from hills import runner
 
-pytestmark = pytest.mark.skipif(not sandbox.bwrap_works(),
-                                reason="bubblewrap (bwrap) is missing or cannot create namespaces here; "
-                                       "the hostile suite needs it (install the Debian package 'bubblewrap')")
+pytestmark = needs_bwrap
 
 SECRET = "the-held-out-answer-4242\n"
 

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BWRAP_USABLE, needs_bwrap
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import SCORE_EVAL, hills, hills_home, last_report, make_hill, on_machine, submission, tree_of
 from hills import sandbox, sdk
 from hills.errors import EnvironmentProblem
 
-needs_bwrap = pytest.mark.skipif(not sandbox.bwrap_works(),
-                                 reason="bubblewrap (bwrap) is missing or cannot create namespaces here "
-                                        "(install the Debian package 'bubblewrap')")
 MISSING = "/nonexistent/bwrap"
 ISOLATION_NONE = {"name": "isolation", "value": "none", "primary": False}
 ISOLATION_BWRAP = {"name": "isolation", "value": "bwrap", "primary": False}
@@ -186,7 +184,7 @@ def bare(module_machine):
 
 @pytest.fixture(scope="module")
 def strict(module_machine):
-    if not sandbox.bwrap_works():
+    if not BWRAP_USABLE:
         pytest.skip("bubblewrap is not usable here: a 'sandbox: bwrap' hill cannot be committed")
     with on_machine(module_machine):
         return make_hill("strict", SCORE_EVAL, extra="sandbox: bwrap\n")
