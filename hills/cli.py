@@ -500,13 +500,15 @@ def show_command(report_path):
     its worst segment first, and the instances worst first. Exits 1 when the
     signature is INVALID (the report is still shown, marked as such).
     """
-    from . import show, signing
+    from . import show, signing, verify
 
     report = signing.load_report(report_path)
-    ok, reason = signing.verify(report, state.load_key())
+    ok, reason = verify.verdict(report, state.existing_key())
     verdict = "signature valid" if ok else f"signature INVALID ({reason})"
     show.render(report, verdict, emit)
     if not ok:
+        if reason == verify.no_key_reason():
+            say(f"hint: {verify.NO_KEY_HINT}")
         raise SystemExit(errors.EXIT_NO)
 
 

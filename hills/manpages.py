@@ -354,7 +354,10 @@ Use the exit status in a loop:
     "verify": {
         "arguments": {"reports": "Report files to check; `-` reads one report from standard input."},
         "more": """The signatures are checked with this machine's key: a report made on
-another machine is INVALID here.""",
+another machine is INVALID here. Checking never creates anything: on a
+machine with no key yet (no machine state at all), every report is INVALID
+with `no machine key to check it with`, and the machine state folder is
+still absent afterwards.""",
         "output": """For each report, on standard output: `signature valid: HILL @ TREE`
 (12 hex digits, or `working tree`) followed by the verdict with its metrics
 and a line `signed TIMESTAMP by hills VERSION`, which ends with

@@ -55,14 +55,22 @@ def _ensure_key():
 
 def load_key():
     """The machine key as bytes; created on first use."""
+    data = existing_key()
+    if data is None:
+        ensure_home()
+        data = existing_key()
+    return data
+
+
+def existing_key():
+    """The machine key as bytes, or None when this machine has none yet.
+    Never creates it: checking a signature must leave no trace."""
     path = key_path()
     try:
         with open(path, "rb") as handle:
             data = handle.read().strip()
-    except FileNotFoundError:
-        ensure_home()
-        with open(path, "rb") as handle:
-            data = handle.read().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     if len(data) < 32:
         raise EnvironmentProblem(f"machine key '{path}' is truncated or empty",
                                  hint="restore it from a backup; a new key invalidates every report signed so far")

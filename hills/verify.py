@@ -7,11 +7,25 @@ from . import signing, state
 from .errors import HillsError
 
 INVALID_TEXT = "this report was edited, or it was signed on another machine"
+NO_KEY_HINT = ("a report verifies only with the key of the machine that signed it: run 'hills verify' there, "
+               "or set HILLS_HOME to that machine's state")
+
+
+def no_key_reason():
+    """Why nothing verifies on a machine that has no key yet (and gets none)."""
+    return f"no machine key to check it with ('{state.key_path()}' does not exist)"
+
+
+def verdict(report, key):
+    """(ok, reason) for one parsed report; `key` None means this machine has none."""
+    if key is None:
+        return False, no_key_reason()
+    return signing.verify(report, key)
 
 
 def check(paths, key=None):
     """[(path, ok, reason, report_or_None)] for each path."""
-    key = key or state.load_key()
+    key = key or state.existing_key()
     results = []
     for path in paths:
         try:
@@ -19,7 +33,7 @@ def check(paths, key=None):
         except HillsError as exc:
             results.append((path, False, exc.message, None))
             continue
-        ok, reason = signing.verify(report, key)
+        ok, reason = verdict(report, key)
         results.append((path, ok, reason, report))
     return results
 
@@ -33,6 +47,7 @@ def render(results, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
     worst = 0
+    no_key = False
     for path, ok, reason, report in results:
         label = f"  ({path})" if len(results) > 1 else ""
         if ok:
@@ -53,9 +68,14 @@ def render(results, out=None, err=None):
             worst = max(worst, 1)
             if reason == "no signature":
                 out.write(f"signature INVALID: the report carries no signature{label}\n")
+            elif reason == no_key_reason():
+                no_key = True
+                out.write(f"signature INVALID: {reason}{label}\n")
             else:
                 out.write(f"signature INVALID: {INVALID_TEXT}{label}\n")
     out.flush()
+    if no_key:
+        err.write(f"hint: {NO_KEY_HINT}\n")
     err.flush()
     return worst
 

@@ -195,3 +195,39 @@ def test_machine_key_signs(tmp_path, monkeypatch):
     key = state.load_key()
     signed = signing.self_reported({"score": 0.5}, key)
     assert signing.verify(signed, state.load_key())[0]
+
+
+def _report_signed_elsewhere(folder):
+    path = folder / "elsewhere.json"
+    path.write_text(json.dumps(signing.self_reported({"score": 0.5}, OTHER_KEY)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("how", ["fast path", "git hill", "click path", "hills-sign --verify"])
+def test_verify_with_no_machine_state_creates_nothing(tmp_path, hermetic, how):
+    from conftest import run_bin, run_cli
+
+    path = _report_signed_elsewhere(tmp_path)
+    assert not hermetic.hills_home.exists()
+    if how == "fast path":
+        result = run_bin("hills", "verify", path)
+    elif how == "git hill":
+        result = run_bin("git", "hill", "verify", path)
+    elif how == "click path":
+        result = run_cli("verify", path)
+    else:
+        result = run_cli("--verify", path, prog="hills-sign")
+    assert result.code == 1, result.output
+    assert result.out.startswith("signature INVALID: no machine key to check it with"), result.output
+    assert str(hermetic.hills_home / "key") in result.out
+    assert "hint: " in result.err
+    assert not hermetic.hills_home.exists()
+
+
+def test_show_with_no_machine_state_creates_nothing(tmp_path, hermetic):
+    from conftest import run_cli
+
+    result = run_cli("show", _report_signed_elsewhere(tmp_path))
+    assert result.code == 1, result.output
+    assert "no machine key" in result.out
+    assert not hermetic.hills_home.exists()
