@@ -639,4 +639,5 @@ def _finish(hill, head, log_tree, envelope, key):
         note = json.dumps({"report": envelope, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
                           sort_keys=True, separators=(",", ":"))
         with state.file_lock(os.path.join(hill.repo.git_dir, "hills-notes.lock")):
-            hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "-m", note, head)
+            # Through stdin: a report can be far larger than one argument may be.
+            hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "--file=-", head, input=note)

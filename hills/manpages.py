@@ -1144,6 +1144,11 @@ it reveals a tail cut off the log. `attempts.jsonl.lock` is the lock every
 append holds. hills-chain(1) reads and writes logs of this format, and
 hills-attempts(1) checks them.
 
+A report is as large as its result allows: a function evaluator's result
+and a command verifier's result file are each capped at 64 MiB (a larger
+one makes the evaluation `buggy`), and every report up to that size is
+printed, logged and noted alike.
+
 An official report is also appended to the git notes of the hill commit,
 under `refs/notes/hills/reports`, as one canonical JSON line `{"attempt":
 {"mac", "seq"}, "report": REPORT}`; hills-log(1) counts these lines and

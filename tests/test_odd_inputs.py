@@ -6,6 +6,7 @@ import json
 import os
 
 from conftest import new_and_commit, run_bin, run_cli
+from eval_fixtures import last_report, make_hill, notes_lines, submission, tree_of
 
 
 def test_a_file_name_that_is_not_utf8_is_refused_by_name_and_logged(project):
@@ -80,3 +81,26 @@ def test_holdout_evals_of_an_unapproved_version_count_against_the_budget(project
     second = run_cli("eval", str(example), "-H", "circle-packing", "--final")
     assert second.code == 1, second.output
     assert "the holdout budget of hill 'circle-packing' is spent: 1 of 1" in second.err
+
+
+# ---------------------------------------------------------------- a report larger than one argument
+
+BIG_DETAILS_EVAL = """\
+    def eval(submission, *, final=False, **params):
+        return {"passed": True, "metrics": [{"name": "total", "value": 1.0, "direction": "max"}],
+                "config": [], "details": {"log": "x" * 140000}}
+    """
+
+
+def test_a_report_larger_than_a_command_line_argument_is_printed_logged_and_noted(project):
+    hill_dir = make_hill("big-report", BIG_DETAILS_EVAL)
+    submitted = submission(project / "sub", {"score.txt": "1\n"})
+    result = run_cli("eval", submitted, "-H", "big-report")
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report["official"] and len(report["details"]["log"]) == 140000
+    assert last_report("big-report", tree_of(hill_dir))["signature"] == report["signature"]
+    [note] = notes_lines(hill_dir)
+    assert json.loads(note)["report"]["signature"] == report["signature"]
+    [version] = json.loads(run_cli("log", "big-report", "--json").out)
+    assert version["evals"] == 1
