@@ -665,6 +665,25 @@ def rank_command(reports, hill_name, as_json):
             emit(f"  {entry['source']}: {entry['reason']}")
 
 
+@main_group.command("help", context_settings=CONTEXT)
+@click.argument("words", metavar="[VERB [SUBCOMMAND]]", nargs=-1)
+@click.option("-m", "--man", "force_man", is_flag=True,
+              help="Open the man page even when standard output is not a terminal.")
+@click.pass_context
+def help_command(ctx, words, force_man):
+    """Show the manual of a command, or of hills itself.
+
+    In a terminal, opens the man page (hills-VERB(1), or hills(1) and
+    git-hill(1) without a verb) when man finds it; otherwise, or when it
+    does not, prints the same text as 'VERB --help' on stdout.
+    """
+    from . import manual
+
+    code = manual.show(list(words), ctx.find_root(), force_man=force_man, echo=emit)
+    if code:
+        raise SystemExit(code)
+
+
 COMMANDS = main_group.commands
 
 

@@ -3,10 +3,12 @@ and options) plus the OUTPUT, EXIT STATUS and EXAMPLES text below, and the
 section-5 pages for hill.yaml, the lock files and the signed report.
 
     python -m hills.manpages [--check] [OUTDIR]
+    python -m hills.manpages --install PREFIX
 
 writes the pages into OUTDIR (the checkout's man/ by default); with --check
 it writes nothing and exits 1 naming every page that is stale, missing or
-no longer generated. The pages are never edited by hand.
+no longer generated. The pages are never edited by hand. --install puts
+them under PREFIX/share/man, where man finds them for PREFIX/bin on PATH.
 
 The text blocks below use a small markup: paragraphs separated by blank
 lines; a block indented by four spaces is shown verbatim; `code` is set in
@@ -646,6 +648,43 @@ on standard error saying evaluations of other versions are unofficial. With
     $ hills pin my-task --clear""",
         "see_also": ["hills-log(1)", "hills-eval(1)", "hills-report(5)"],
     },
+    "help": {
+        "arguments": {"words": """The command: a verb, or `chain` and one of its subcommands. Without
+it, the manual of hills itself: hills(1), or git-hill(1) when called as
+`git hill help`."""},
+        "more": """The page is looked up the way man(1) looks it up: on `MANPATH`, or, when
+`MANPATH` is unset, in `../share/man` beside each folder on `PATH`. Putting
+the `bin/` folder of the environment hills is installed in on `PATH`
+(`.venv/bin` in a checkout) is enough. When man finds no page there and
+hills runs from a checkout, the page is read from the checkout's `man/`
+folder. Standard output that is not a terminal (a pipe, a file, an agent's
+shell) gets the `--help` text, which is the same on every machine, unless
+`--man` is given.
+
+`git hill --help` never reaches hills: git turns it into `git help hill`,
+which opens git-hill(1) with man. `git hill help` is this command.""",
+        "output": """In a terminal, the man page, through man's pager. Otherwise (or when no
+page is found) the text `VERB --help` prints, on standard output; with
+`--man`, the page as man renders it for a pipe. Errors go to standard
+error.""",
+        "exit": [
+            (0, "the manual was shown"),
+            (2, "the words name no command (the hint names the closest verbs), or "
+                "`--man` for an internal command, which has no page"),
+            (4, "with `--man`: man is not installed, finds no page, or fails"),
+        ],
+        "examples": """The page of one verb, and the short help of a chain subcommand in a script:
+
+    $ hills help eval
+    $ hills help chain verify | head -3
+    Usage: hills chain verify [OPTIONS] FILE
+
+Through git, and the same page rendered as plain text:
+
+    $ git hill help eval
+    $ MANPAGER=cat hills help --man eval""",
+        "see_also": ["hills(1)", "git-hill(1)", "man(1)", "git-help(1)"],
+    },
 }
 
 MAIN = {
@@ -746,9 +785,13 @@ VERB` is `hills VERB`, the same command with the same options, output and
 exit status; only the program name in usage messages differs. So hills can
 be called from git aliases and from scripts that already speak git.
 
-`git hill --help` is answered by git itself, which opens this page. `git
-hill -h` prints the list of verbs, and `git hill VERB --help` the help of
-one verb; hills-VERB(1) is its full page.
+`git hill --help` is answered by git itself, which opens this page with
+man(1), so the page must be on the manual path: installed beside the
+`git-hill` on `PATH` (`make` puts a checkout's pages in `.venv/share/man`)
+or in `MANPATH`. `git hill -h` prints the list of verbs and `git hill VERB
+--help` the help of one verb; in a terminal, `git hill help` opens this page
+and `git hill help VERB` hills-VERB(1), the verb's full page (see
+hills-help(1)).
 
 A git repository is not needed: hills finds hills through `.hills/` folders
 and the machine registry, and ignores the `GIT_DIR` and other `GIT_*`
@@ -1645,13 +1688,52 @@ def write(outdir, generated=None):
     return written, removed
 
 
+# Names only hills gives its pages: an installed page of this shape that is no
+# longer generated is a removed command's, never another package's.
+OWN_PAGE = re.compile(r"^(hills|git-hill)(-[a-z0-9-]+)?\.1$|^(hill\.yaml|hills-[a-z0-9-]+)\.5$")
+
+
+def install(prefix, generated=None):
+    """Put the pages where man finds them for programs in PREFIX/bin:
+    PREFIX/share/man/manN/. An editable install (`pip install -e`) skips
+    the wheel's data files, so a checkout's venv gets its pages from here.
+    Writes the pages that changed, removes hills pages no longer generated,
+    leaves other pages alone; returns (written paths, removed paths)."""
+    generated = generated if generated is not None else pages()
+    written, removed = [], []
+    for section in sorted({name.rsplit(".", 1)[1] for name in generated}):
+        folder = os.path.join(prefix, "share", "man", f"man{section}")
+        own = {name: text for name, text in generated.items() if name.endswith("." + section)}
+        os.makedirs(folder, exist_ok=True)
+        for name in sorted(set(os.listdir(folder)) - set(own)):
+            if OWN_PAGE.match(name):
+                os.unlink(os.path.join(folder, name))
+                removed.append(os.path.join(folder, name))
+        for problem, path in check(folder, own):
+            if problem != "extra":
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(own[os.path.basename(path)])
+                written.append(path)
+    return written, removed
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m hills.manpages",
                                      description="Generate the hills man pages from the commands.")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if a page is stale, missing or no longer generated")
+    parser.add_argument("--install", metavar="PREFIX",
+                        help="install the pages under PREFIX/share/man (PREFIX: a venv) instead of OUTDIR")
     parser.add_argument("outdir", nargs="?", default=None, help="where the pages go (default: the checkout's man/)")
     args = parser.parse_args(argv)
+    if args.install:
+        if args.check or args.outdir:
+            parser.error("--install takes neither --check nor OUTDIR")
+        written, removed = install(args.install)
+        if written or removed:
+            print(f"{len(written)} man page(s) installed, {len(removed)} removed, in "
+                  f"{os.path.join(args.install, 'share', 'man')}", file=sys.stderr)
+        return 0
     outdir = args.outdir or default_outdir()
     if args.check:
         problems = check(outdir)
