@@ -37,7 +37,7 @@ def notes_head(hill, tree_hash):
 
 def _log_path(hill, current, tree_hash):
     if current:
-        return None, evaluate.attempts_path(hill.name, None)
+        return None, evaluate.attempts_path(hill.name, None, hill.path)
     if tree_hash is None:
         head = hill.repo.head()
         tree_hash = hill.repo.tree_of(head) if head else None

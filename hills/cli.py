@@ -309,12 +309,15 @@ def pin_command(name, tree, clear):
 @main_group.command("list", context_settings=CONTEXT)
 @json_option
 def list_command(as_json):
-    """List the hills registered on this machine."""
+    """List the hills registered on this machine, one line per hill.
+
+    Hills of the same name in different projects each get their line; the
+    path tells them apart.
+    """
     from . import evaluate, hill
 
-    registry = state.load_registry()["hills"]
     rows = []
-    for name, entry in sorted(registry.items()):
+    for name, entry in state.registry_entries():
         exists = os.path.isfile(os.path.join(entry["path"], "hill.yaml"))
         tree_hash = entry.get("tree_hash")
         if exists and os.path.isdir(os.path.join(entry["path"], ".vc")):

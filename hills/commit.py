@@ -102,8 +102,7 @@ def commit(hill, message, gate=True, progress=None):
         sync_index(hill, blob_entries)
 
     def record(registry):
-        entry = registry["hills"].setdefault(hill.name, {"path": hill.path})
-        entry["path"] = hill.path
+        entry = state.registry_entry(registry, hill.name, hill.path, add=True)
         entry["tree_hash"] = tree_hash
 
     state.update_registry(record)

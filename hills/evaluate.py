@@ -180,8 +180,10 @@ def prune_runs(name, keep=KEEP_RUNS):
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def attempts_path(name, tree_hash):
-    return os.path.join(state.state_dir(name, tree_hash), "attempts.jsonl")
+def attempts_path(name, tree_hash, hill_path=None):
+    """The attempts log of a version; the working tree's (`tree_hash` None)
+    is the hill folder's own."""
+    return os.path.join(state.state_dir(name, tree_hash, hill_path), "attempts.jsonl")
 
 
 def final_count(name, tree_hash, key):
@@ -441,7 +443,7 @@ def evaluate(req, say=lambda message: None):
     else:
         from . import pin
 
-        official, official_reason = pin.official_status(hill.name, tree_hash)
+        official, official_reason = pin.official_status(hill, tree_hash)
     if changed and not req.current:
         if not req.force:
             raise Refused(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
@@ -471,7 +473,7 @@ def evaluate(req, say=lambda message: None):
         budget_lock = state.file_lock(os.path.join(state.state_dir(hill.name, tree_hash), "final.lock"))
 
     # A log that cannot take the outcome refuses before the evaluator runs.
-    chain.check_appendable(attempts_path(hill.name, log_tree), key)
+    chain.check_appendable(attempts_path(hill.name, log_tree, hill.path), key)
     run_id = _run_id()
     run_dir = os.path.join(state.runs_dir(hill.name), run_id)
     os.makedirs(run_dir)
@@ -552,7 +554,7 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
                                       hill_dir=hill.path, env_dir=os.path.dirname(os.path.dirname(python)),
                                       sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"],
                                       public=[os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})],
-                                      elsewhere=sandbox.private_elsewhere(hill.name, hill.path)
+                                      elsewhere=sandbox.private_elsewhere(hill.path)
                                       if level == sandbox.LEVEL_BWRAP else ())
     wrapper = os.path.join(sdk_dir, "bin", "python")
 
@@ -630,7 +632,7 @@ def _finish(hill, head, log_tree, envelope, key):
     envelope.clear()
     envelope.update(cleaned)
     envelope["signature"] = signing.sign(envelope, key)
-    path = attempts_path(hill.name, log_tree)
+    path = attempts_path(hill.name, log_tree, hill.path)
     entry = chain.append(path, {"report": envelope}, key)
     run_dir = os.path.join(state.runs_dir(hill.name), envelope["run_id"])
     if os.path.isdir(run_dir):

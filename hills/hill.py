@@ -31,39 +31,76 @@ class Hill:
         return manifest.load(self.path)
 
 
-def find_project_hills(start=None):
-    """The nearest `.hills` folder at or above `start` (the cwd), or None."""
+def project_hills_dirs(start=None):
+    """Every `.hills` folder at or above `start` (the cwd), nearest first."""
     current = os.path.abspath(start or os.getcwd())
+    found = []
     while True:
         candidate = os.path.join(current, HILLS_DIR)
         if os.path.isdir(candidate):
-            return candidate
+            found.append(candidate)
         parent = os.path.dirname(current)
         if parent == current:
-            return None
+            return found
         current = parent
 
 
+def _is_hill(path):
+    return os.path.isfile(os.path.join(path, "hill.yaml"))
+
+
 def resolve(name_or_path):
-    """A hill by name (nearest `.hills/` first, then the registry) or by path."""
+    """A hill by name or by path. A name is looked up in the nearest
+    `.hills/` at or above the cwd that holds it, then in the registry, where
+    several projects may each hold a hill of that name: then the caller
+    must pass a path."""
     if not name_or_path:
         raise UsageError("no hill given", hint="pass a hill name, e.g. -H circle-packing")
     if os.sep in name_or_path or name_or_path in (".", ".."):
         path = os.path.abspath(name_or_path)
-        if not os.path.isfile(os.path.join(path, "hill.yaml")):
+        if not _is_hill(path):
             raise UsageError(f"'{name_or_path}' is not a hill folder (no hill.yaml)")
         return _checked(Hill(path))
     manifest.validate_name(name_or_path)
-    project = find_project_hills()
-    if project:
+    for project in project_hills_dirs():
         path = os.path.join(project, name_or_path)
-        if os.path.isfile(os.path.join(path, "hill.yaml")):
+        if _is_hill(path):
             return _checked(Hill(path))
-    entry = state.load_registry()["hills"].get(name_or_path)
-    if entry and os.path.isfile(os.path.join(entry["path"], "hill.yaml")):
-        return _checked(Hill(entry["path"]))
-    raise UsageError(f"no hill named '{name_or_path}'",
-                     hint="see 'hills list', or create it with 'hills new " + name_or_path + "'")
+    candidates = []
+    for entry in state.load_registry()["hills"].get(name_or_path, []):
+        if _is_hill(entry["path"]) and not any(state.same_path(entry["path"], seen) for seen in candidates):
+            candidates.append(entry["path"])
+    if len(candidates) == 1:
+        return _checked(Hill(candidates[0]))
+    if candidates:
+        raise UsageError(f"hill '{name_or_path}' is ambiguous: {len(candidates)} registered hills have that name\n"
+                         + "\n".join("  " + path for path in candidates),
+                         hint="pass the path of the one you mean instead of its name, "
+                              "or run the command inside its project")
+    raise UsageError(f"no hill named '{name_or_path}'", hint=_unknown_name_hint(name_or_path))
+
+
+def known_names():
+    """Names of the hills in the `.hills/` folders at or above the cwd and
+    in the registry: what a mistyped name is compared with."""
+    names = set()
+    for project in project_hills_dirs():
+        try:
+            names.update(entry for entry in os.listdir(project) if _is_hill(os.path.join(project, entry)))
+        except OSError:
+            continue
+    names.update(name for name, entry in state.registry_entries() if _is_hill(entry["path"]))
+    return sorted(names)
+
+
+def _unknown_name_hint(name):
+    import difflib
+
+    close = difflib.get_close_matches(name, known_names(), n=3, cutoff=0.75)
+    if not close:
+        return f"see 'hills list', or create it with 'hills new {name}'"
+    quoted = [f"'{match}'" for match in close]
+    return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
 
 
 def _checked(hill):
@@ -136,11 +173,8 @@ def create(name, template="default", project_dir=None, populate=None):
     target = os.path.join(hills_dir, name)
     if os.path.lexists(target):
         raise UsageError(f"hill '{name}' already exists at '{target}'")
-    registered = state.load_registry()["hills"].get(name)
-    if registered and os.path.isfile(os.path.join(registered["path"], "hill.yaml")) \
-            and os.path.realpath(registered["path"]) != os.path.realpath(target):
-        raise UsageError(f"a hill named '{name}' is already registered at '{registered['path']}'",
-                         hint="hill names are unique per machine; pick another name")
+    # Another project may hold a hill of the same name: lookups prefer the
+    # nearest .hills/, and elsewhere an ambiguous name asks for a path.
     uvenv.uv_binary()
     created_hills_dir = not os.path.isdir(hills_dir)
     home_created = state.ensure_home()
@@ -180,7 +214,9 @@ def create(name, template="default", project_dir=None, populate=None):
             shutil.rmtree(workdir, ignore_errors=True)
 
     def register(registry):
-        registry["hills"][name] = {"path": target, "tree_hash": None, "template": template}
+        entry = state.registry_entry(registry, name, target, add=True)
+        entry.clear()
+        entry.update({"path": target, "tree_hash": None, "template": template})
 
     state.update_registry(register)
     return {"path": target, "home_created": home_created, "template": template}

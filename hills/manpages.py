@@ -34,8 +34,14 @@ WIDTH = 78
 SYNOPSIS_WIDTH = 70
 
 HILL_ARGUMENT = """The hill: its name, looked up first in the nearest `.hills/` folder at or
-above the current folder, then in the machine registry (see hills-list(1));
-or the path of a hill folder (any argument containing `/`)."""
+above the current folder that holds a hill of that name, then in the machine
+registry (see hills-list(1)); or the path of a hill folder (any argument
+containing `/`). Two projects may each hold a hill of the same name: inside
+either project its own is found; from elsewhere the name is ambiguous, and
+the command exits 2 listing the candidates' paths, to be passed instead.
+Same-named hills with the same tree hash are the same task and share their
+attempts log and holdout budget; an approval (hills-pin(1)) belongs to one
+folder. A name that matches no hill is answered with the closest ones."""
 
 COMMON_EXIT = [
     (3, "an internal error, that is a bug in hills: one line on standard error "
@@ -51,7 +57,9 @@ VERBS = {
     "new": {
         "arguments": {"name": """The name of the new hill: 1 to 63 lowercase letters, digits, `.`, `_` or
 `-`, starting with a letter or a digit, never containing `..` and not ending
-in `.` or `.lock`. A name is unique on a machine."""},
+in `.` or `.lock`. A name is unique within a project's `.hills/`; another
+project may hold a hill of the same name (see the NAME argument of
+hills-check(1) for how a name is then found)."""},
         "more": """The template's `uv.lock` is written with `uv lock` while the hill is
 created, so the network may be needed the first time a template's
 dependencies are resolved.""",

@@ -23,7 +23,7 @@ def set_pin(hill, tree_hash):
     tree_hash = resolved
 
     def record(registry):
-        entry = registry["hills"].setdefault(hill.name, {"path": hill.path})
+        entry = state.registry_entry(registry, hill.name, hill.path, add=True)
         entry["pinned"] = {"tree_hash": tree_hash, "mac": _mac(hill.name, tree_hash, key)}
 
     state.update_registry(record)
@@ -32,14 +32,17 @@ def set_pin(hill, tree_hash):
 
 def clear_pin(hill):
     def record(registry):
-        registry["hills"].get(hill.name, {}).pop("pinned", None)
+        (state.registry_entry(registry, hill.name, hill.path) or {}).pop("pinned", None)
 
     state.update_registry(record)
 
 
-def pinned(name):
-    """(tree_hash or None, problem or None): the approved tree of hill `name`."""
-    entry = state.load_registry()["hills"].get(name) or {}
+def pinned(hill):
+    """(tree_hash or None, problem or None): the approved tree of `hill`.
+    An approval belongs to one hill folder, not to its name: another
+    project's hill of the same name has its own."""
+    name = hill.name
+    entry = state.registry_entry(state.load_registry(), name, hill.path) or {}
     pin = entry.get("pinned")
     if not pin:
         return None, None
@@ -49,9 +52,10 @@ def pinned(name):
     return tree_hash, None
 
 
-def official_status(name, tree_hash):
+def official_status(hill, tree_hash):
     """(official, reason) for an eval of `tree_hash` given the approval."""
-    approved, problem = pinned(name)
+    name = hill.name
+    approved, problem = pinned(hill)
     if problem:
         return False, problem + "; approve a version again with 'hills pin " + name + "'"
     if approved and approved != tree_hash:

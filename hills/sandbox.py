@@ -107,16 +107,17 @@ def evaluator_argv(argv, *, home, run_dir, run_hill_dir, readable, network, cwd,
     return wrapped + list(argv)
 
 
-def private_elsewhere(name, hill_dir):
-    """The private/ folders of the machine's other registered hills: no eval
-    of this hill has any business reading them."""
+def private_elsewhere(hill_dir):
+    """The private/ folders of the machine's other registered hills, a
+    same-named hill of another project included: no eval of this hill has
+    any business reading them."""
     from . import state
 
     own = os.path.realpath(os.path.join(hill_dir, "private"))
     found = []
-    for other, entry in sorted(state.load_registry()["hills"].items()):
-        path = os.path.join(entry.get("path") or "", "private")
-        if other != name and entry.get("path") and os.path.isdir(path):
+    for _name, entry in state.registry_entries():
+        path = os.path.join(entry["path"], "private")
+        if os.path.isdir(path):
             real = os.path.realpath(path)
             if real != own and real not in found:
                 found.append(real)

@@ -125,17 +125,66 @@ def registry_path():
     return os.path.join(home(), "registry.json")
 
 
+REGISTRY_VERSION = 2
+REGISTRY_HINT = ("repair it, or move it aside: 'hills new' and 'hills commit' register hills again "
+                 "(approvals made with 'hills pin' are then lost)")
+
+
 def load_registry():
+    """{"version": 2, "hills": {name: [entry, ...]}}: the hills of this
+    machine, several under one name when projects each hold one. An entry
+    has `path` and, once known, `tree_hash`, `template` and `pinned`. The
+    first format, one entry per name, reads as a list of one."""
     path = registry_path()
     try:
         with open(path, encoding="utf-8") as handle:
             registry = json.load(handle)
     except FileNotFoundError:
-        return {"version": 1, "hills": {}}
+        return {"version": REGISTRY_VERSION, "hills": {}}
     except ValueError as exc:
         raise EnvironmentProblem(f"registry '{path}' is not valid JSON: {exc}")
-    registry.setdefault("hills", {})
-    return registry
+    return _upgraded(registry, path)
+
+
+def _upgraded(registry, path):
+    if not isinstance(registry, dict) or not isinstance(registry.get("hills", {}), dict):
+        raise EnvironmentProblem(f"registry '{path}' is not a JSON object holding a 'hills' object",
+                                 hint=REGISTRY_HINT)
+    hills = {}
+    for name, entries in registry.get("hills", {}).items():
+        if isinstance(entries, dict):
+            entries = [entries]
+        if not isinstance(entries, list) or not all(isinstance(entry, dict) and isinstance(entry.get("path"), str)
+                                                    for entry in entries):
+            raise EnvironmentProblem(f"registry '{path}': the entry of hill '{name}' is not a list of objects "
+                                     "with a 'path'", hint=REGISTRY_HINT)
+        hills[name] = entries
+    return {**registry, "version": REGISTRY_VERSION, "hills": hills}
+
+
+def same_path(first, second):
+    return os.path.realpath(first) == os.path.realpath(second)
+
+
+def registry_entries(registry=None):
+    """[(name, entry)] for every registered hill, by name, then in the order
+    they were registered."""
+    registry = load_registry() if registry is None else registry
+    return [(name, entry) for name in sorted(registry["hills"]) for entry in registry["hills"][name]]
+
+
+def registry_entry(registry, name, path, add=False):
+    """The entry of the hill named `name` at `path`; with `add`, one is
+    added when there is none, else None."""
+    entries = registry["hills"].get(name, [])
+    for entry in entries:
+        if same_path(entry["path"], path):
+            return entry
+    if not add:
+        return None
+    entry = {"path": os.path.abspath(path)}
+    registry["hills"].setdefault(name, []).append(entry)
+    return entry
 
 
 def update_registry(change):
@@ -148,9 +197,18 @@ def update_registry(change):
     return registry
 
 
-def state_dir(name, tree_hash):
-    """Per hill-version state: attempts log and caches."""
-    return os.path.join(home(), "state", f"{name}@{tree_hash or 'current'}")
+def state_dir(name, tree_hash, hill_path=None):
+    """Per hill-version state: attempts log and caches. A committed version
+    is its tree, whichever folder holds it: the same tree is the same files
+    and, by digest, the same held-out data, so same-named hills with one
+    tree share it (and their holdout budget). The working tree (`tree_hash`
+    None) belongs to the folder at `hill_path` alone."""
+    if tree_hash:
+        return os.path.join(home(), "state", f"{name}@{tree_hash}")
+    import hashlib
+
+    folder = hashlib.sha256(os.path.realpath(hill_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return os.path.join(home(), "state", f"{name}@current-{folder}")
 
 
 def runs_dir(name):

@@ -46,7 +46,7 @@ def test_commit_prints_tree_hash_and_commit(project):
     assert message == "Hills Test <test@hills.invalid>|first version|2026-01-01T00:00:00+00:00"
     # The commit is recorded in the registry; the hill is clean for plain git.
     registry = json.loads((project.parent / "hills-home" / "registry.json").read_text())
-    assert registry["hills"]["circle-packing"]["tree_hash"] == tree_hash
+    assert [entry["tree_hash"] for entry in registry["hills"]["circle-packing"]] == [tree_hash]
     assert git(hill, "status", "--porcelain").out == ""
     assert not [name for name in os.listdir(hill / ".vc") if name.startswith("hills-index-")]
 

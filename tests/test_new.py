@@ -40,8 +40,8 @@ def test_new_lays_out_the_hill(project, hermetic):
     head = run_bin("git", "--git-dir=.vc", "symbolic-ref", "HEAD", cwd=hill)
     assert head.out.strip() == "refs/heads/main"
     registry = json.loads((hermetic.hills_home / "registry.json").read_text())
-    assert registry["hills"]["circle-packing"]["path"] == str(hill)
-    assert registry["hills"]["circle-packing"]["tree_hash"] is None
+    assert registry["hills"]["circle-packing"] == [{"path": str(hill), "tree_hash": None,
+                                                     "template": "circle-packing"}]
     key = hermetic.hills_home / "key"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     # No staging folder is left next to the hill.
@@ -96,15 +96,14 @@ def test_existing_hill_name_is_refused(project):
     assert tree_snapshot(project / ".hills") == before
 
 
-def test_name_registered_elsewhere_is_refused(project, tmp_path, monkeypatch):
+def test_a_name_registered_in_another_project_is_accepted(project, tmp_path, monkeypatch):
     assert run_cli("new", "demo").code == 0
     other = tmp_path / "other-project"
     other.mkdir()
     monkeypatch.chdir(other)
     result = run_cli("new", "demo")
-    assert result.code == 2
-    assert "error: a hill named 'demo' is already registered at" in result.err
-    assert not (other / ".hills").exists()
+    assert result.code == 0, result.output
+    assert result.out.strip() == str(other / ".hills" / "demo")
 
 
 def test_unknown_template_names_the_available_ones(project):

@@ -40,7 +40,8 @@ def sub(tmp_path):
 
 
 def registry_pin():
-    return state.load_registry()["hills"]["approved"].get("pinned")
+    [entry] = state.load_registry()["hills"]["approved"]
+    return entry.get("pinned")
 
 
 def test_pin_prints_the_head_tree(versions):
@@ -119,7 +120,7 @@ def test_an_edited_approval_record_is_not_trusted(versions, sub):
 
     def forge(registry):
         # The climber points the approval at its own version, keeping the old MAC.
-        registry["hills"]["approved"]["pinned"]["tree_hash"] = second
+        registry["hills"]["approved"][0]["pinned"]["tree_hash"] = second
 
     state.update_registry(forge)
     result = hills("eval", sub, "-H", "approved")

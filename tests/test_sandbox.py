@@ -70,8 +70,8 @@ def test_other_hills_private_folders_are_hidden_from_the_evaluator(project):
         (hill_dir / "private").mkdir(exist_ok=True)
     if (made["third"] / "private").exists():  # no private data: nothing to hide
         (made["third"] / "private").rmdir()
-    assert sandbox.private_elsewhere("first", str(first)) == [str(second / "private")]
-    assert sandbox.private_elsewhere("second", str(second)) == [str(first / "private")]
+    assert sandbox.private_elsewhere(str(first)) == [str(second / "private")]
+    assert sandbox.private_elsewhere(str(second)) == [str(first / "private")]
     argv = sandbox.evaluator_argv(["true"], home="/m", run_dir="/r", run_hill_dir="/r/hill", readable=[],
                                   network=False, cwd="/r", hidden=["/p/.hills/other/private"])
     joined = " ".join(argv)
