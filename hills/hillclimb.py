@@ -9,6 +9,7 @@ import shlex
 import shutil
 import textwrap
 
+from . import yamlfile
 from .errors import UsageError
 
 PROBLEM_FILE = "problem.yaml"
@@ -69,21 +70,7 @@ def _show(value):
 
 
 def _load_yaml(path):
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except UnicodeDecodeError:
-        raise UsageError(f"'{path}': expected UTF-8 text")
-    try:
-        data = YAML(typ="safe", pure=True).load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"'{path}': not valid YAML{where}: {problem}")
+    data = yamlfile.load(yamlfile.read_text(path), path, typ="safe")
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -5,6 +5,7 @@ import math
 import os
 import re
 
+from . import yamlfile
 from .errors import UsageError
 
 SPEC_VERSION = 1
@@ -390,30 +391,17 @@ def validate(raw, source, folder_name=None):
 
 
 def parse_text(text, source, folder_name=None):
-    """Parse hill.yaml text (round-trip loader) and validate it."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    yaml = YAML(typ="rt")
-    try:
-        raw = yaml.load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"'{source}': not valid YAML{where}: {problem}")
-    return validate(_plain(raw), source, folder_name)
+    """Parse hill.yaml text (round-trip loader, within yamlfile's bounds)
+    and validate it."""
+    return validate(_plain(yamlfile.load(text, source, typ="rt")), source, folder_name)
 
 
 def load(hill_dir):
     path = os.path.join(hill_dir, "hill.yaml")
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = yamlfile.read_text(path)
     except FileNotFoundError:
         raise UsageError(f"'{path}' is missing", hint="every hill needs a hill.yaml manifest")
-    except UnicodeDecodeError:
-        raise UsageError(f"'{path}': expected UTF-8 text")
     folder = os.path.basename(os.path.abspath(hill_dir))
     # One command reads the same manifest several times (check, locks,
     # listing); parse each text once, hand out copies.

@@ -590,6 +590,8 @@ inside its space. Submitted code reads the values of the current trial with
 which returns the trial's values, or the declared defaults outside a trial.
 hills puts this module on the `PYTHONPATH` of every evaluation, so it
 imports inside the hill's environment, where hills is not installed.
+A `params.json` larger than 256 KiB or nested deeper than 32 levels is
+refused unparsed, like any malformed one.
 
 ## Trials
 
@@ -750,10 +752,12 @@ $HILLS_HOME/key
   and log line.
 
 $HILLS_HOME/registry.json
-: The hills of this machine: name, path and last tree hash.
+: The hills of this machine: under each name, every folder holding a hill
+  of that name, with its last tree hash and its approval (hills-pin(1)).
 
 $HILLS_HOME/state/NAME@TREE/attempts.jsonl
-: The attempts log of a hill version (`NAME@current` for `--current`
+: The attempts log of a hill version, shared by same-named hills with that
+  tree (`NAME@current-DIGEST`, one per hill folder, for `--current`
   evaluations); see hills-report(5).
 
 $HILLS_HOME/runs/NAME/
@@ -1006,7 +1010,15 @@ working tree with `--current`). hills never rewrites it, so comments stay.
 
 A key hills does not know is an error that names the key and lists the
 allowed ones. Every error names the file, the key (such as
-`params.n.default` or `metrics[0].direction`) and what was expected."""),
+`params.n.default` or `metrics[0].direction`) and what was expected.
+
+hills reads the file within fixed bounds and refuses, naming the file and
+the limit, one that is larger than 256 KiB (checked before parsing), holds
+more than 5000 values (keys, items and collections counted together), is
+nested deeper than 32 levels, or uses a YAML alias (`*name`, so also a `<<`
+merge key): aliases can make a few bytes expand without bound, so write
+each value out in full. A real hill.yaml is a few kilobytes. The same
+bounds apply to the `problem.yaml` of hills-new(1) `--from-hillclimb`."""),
             ("KEYS", _definitions({key: MANIFEST_KEYS.get(key, ("", text))
                                    for key, text in manifest.TOP_KEYS.items()})),
             ("PARAMS", """Each key of `params` names a param: a Python identifier, passed to
@@ -1179,8 +1191,8 @@ A report is valid when `signature` equals `"hmac-sha256:" + mac`. Keys
 may come in any order and white space may change: only the canonical
 encoding is signed. A report holding a duplicate key is refused."""),
             ("ATTEMPTS LOG", """Each hill version has an append-only log,
-`$HILLS_HOME/state/NAME@TREE/attempts.jsonl` (`NAME@current` for
-`--current`), with one line per evaluation. Each line is the canonical JSON
+`$HILLS_HOME/state/NAME@TREE/attempts.jsonl` (`NAME@current-DIGEST` for
+`--current`, DIGEST naming the hill folder), with one line per evaluation. Each line is the canonical JSON
 of a record, here `{"report": REPORT}`, plus two fields the log owns, `seq`
 (0 for the first line, then one more per line) and `prev` (the `mac` of the
 line before, empty on the first), with its closing `}` replaced by

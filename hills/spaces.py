@@ -21,9 +21,15 @@ import json
 import math
 import os
 import random
+import stat
 
 DECLARATION = "params.json"
 ENV_VALUES = "HILLS_PARAMS"
+# A declaration is a few hundred bytes, three levels deep; the caps bound the
+# time and memory a hostile file can cost: the size before parsing, the depth
+# on the parsed value (json's own recursion limit stops a far deeper one first).
+MAX_BYTES = 256 * 1024
+MAX_DEPTH = 32
 _KEYS = {"int": {"type", "low", "high", "log", "step", "default"},
          "float": {"type", "low", "high", "log", "step", "default"},
          "categorical": {"type", "choices", "default"}}
@@ -153,14 +159,39 @@ def load(folder):
     if not os.path.exists(path):
         return None, None
     try:
-        with open(path, encoding="utf-8") as handle:
-            raw = json.load(handle)
-    except (OSError, ValueError) as exc:
-        return None, f"{DECLARATION} is not valid JSON ({exc}); scored on the submission's own defaults"
-    try:
-        return validate(raw), None
+        return validate(_read(path)), None
     except DeclarationError as exc:
         return None, f"{exc}; scored on the submission's own defaults"
+
+
+def _read(path):
+    """The parsed JSON of a declaration, within MAX_BYTES and MAX_DEPTH."""
+    try:
+        # Never blocks: a FIFO is refused before anything is read from it.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise DeclarationError(f"{DECLARATION} is not a regular file")
+            data = handle.read(MAX_BYTES + 1) if info.st_size <= MAX_BYTES else b""
+    except OSError as exc:
+        raise DeclarationError(f"{DECLARATION} cannot be read ({exc.strerror})")
+    if info.st_size > MAX_BYTES or len(data) > MAX_BYTES:
+        raise DeclarationError(f"{DECLARATION} is larger than {MAX_BYTES // 1024} KiB ({MAX_BYTES} bytes)")
+    too_deep = DeclarationError(f"{DECLARATION} is nested deeper than {MAX_DEPTH} levels")
+    try:
+        raw = json.loads(data)
+    except RecursionError:
+        raise too_deep from None
+    except ValueError as exc:
+        raise DeclarationError(f"{DECLARATION} is not valid JSON ({exc})")
+    pending = [(raw, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise too_deep
+            pending.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return raw
 
 
 def params(folder=None):

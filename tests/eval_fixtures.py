@@ -128,8 +128,14 @@ def tree_of(hill_dir):
     return real("git", "--git-dir=.vc", "rev-parse", "HEAD^{tree}", cwd=hill_dir).out.strip()
 
 
-def attempts_log(name, tree_hash):
-    return hills_home() / "state" / f"{name}@{tree_hash or 'current'}" / "attempts.jsonl"
+def attempts_log(name, tree_hash, hill_dir=None):
+    """The attempts log of a version; the working tree's (`tree_hash` None)
+    is the one of the hill folder `hill_dir`."""
+    if tree_hash:
+        return hills_home() / "state" / f"{name}@{tree_hash}" / "attempts.jsonl"
+    from hills import state
+
+    return Path(state.state_dir(name, None, str(hill_dir))) / "attempts.jsonl"
 
 
 def log_entries(path):

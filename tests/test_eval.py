@@ -205,7 +205,7 @@ def test_dirty_hill_is_refused_force_scores_head_and_current_is_unofficial(score
         assert report["official"] is False and report["tree_hash"] is None and report["commit"] is None
         assert "--current" in report["official_reason"]
         assert "unofficial" in current.err
-        assert log_entries(attempts_log("scored", None))[-1]["report"] == report
+        assert log_entries(attempts_log("scored", None, scored))[-1]["report"] == report
         assert last_report("scored", tree)["signature"] != report["signature"]
         assert not any(json.loads(line)["report"]["signature"] == report["signature"]
                        for line in notes_lines(scored))

@@ -2,11 +2,17 @@
 file names, reports of any shape, text that is not valid Unicode. Each gets
 a clear answer and a log line, never a crash."""
 
+import contextlib
 import json
 import os
+import signal
+
+import pytest
 
 from conftest import new_and_commit, run_bin, run_cli
 from eval_fixtures import last_report, make_hill, notes_lines, submission, tree_of
+from hills import manifest, spaces
+from hills.errors import UsageError
 
 
 def test_a_file_name_that_is_not_utf8_is_refused_by_name_and_logged(project):
@@ -104,3 +110,126 @@ def test_a_report_larger_than_a_command_line_argument_is_printed_logged_and_note
     assert json.loads(note)["report"]["signature"] == report["signature"]
     [version] = json.loads(run_cli("log", "big-report", "--json").out)
     assert version["evals"] == 1
+
+
+# ---------------------------------------------------------------- hostile YAML and JSON
+
+def billion_laughs():
+    """Nine levels of nine aliases each: a few hundred bytes that expand to
+    nine to the ninth strings."""
+    lines = ["lol0: &l0 [" + ", ".join(["lol"] * 9) + "]"]
+    for level in range(1, 10):
+        lines.append(f"lol{level}: &l{level} [" + ", ".join([f"*l{level - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+# The size cap is checked before anything is parsed: the large files are
+# sparse (a header, then zeros), the large texts built only when used.
+LARGE = 50_000_000
+HOSTILE_YAML = {
+    "aliases": (billion_laughs(), "alias '*l0' at line 2, column 12: YAML aliases are not allowed"),
+    "deep": ("a: " + "[" * 10000 + "]" * 10000 + "\n", "nested deeper than 32 levels at line 1, column 35"),
+    "large": ("description: '", "larger than 256 KiB (262144 bytes)"),
+    "many-values": ("a: [" + "1, " * 20000 + "1]\n", "more than 5000 values at line 1, column 14996"),
+}
+
+
+def hostile_text(cases, case):
+    text, _words = cases[case]
+    return text + "x" * LARGE if case == "large" else text
+
+
+def write_hostile(path, cases, case):
+    path.write_text(cases[case][0])
+    if case == "large":
+        os.truncate(path, LARGE)
+
+
+@contextlib.contextmanager
+def safety_net(seconds=60):
+    """Stop a test whose parser ran away, instead of hanging the suite. Not a
+    measurement: each refusal below is bounded by construction (the size is
+    checked before parsing, aliases are refused, depth and count are capped)."""
+    def expired(signum, frame):
+        raise TimeoutError(f"not refused within {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_YAML))
+def test_a_hostile_hill_yaml_is_refused_naming_the_file_and_the_limit(project, case):
+    words = HOSTILE_YAML[case][1]
+    created = run_cli("new", "hostile")
+    assert created.code == 0, created.output
+    path = project / ".hills" / "hostile" / "hill.yaml"
+    write_hostile(path, HOSTILE_YAML, case)
+    with safety_net():
+        result = run_cli("describe", "hostile")
+    assert result.code == 2, result.output
+    assert result.error_lines == [f"error: '{path}': {words}"]
+    assert "hint: " in result.err
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_YAML))
+def test_a_hostile_hill_yaml_from_git_is_refused_before_parsing(case):
+    text, words = hostile_text(HOSTILE_YAML, case), HOSTILE_YAML[case][1]
+    with safety_net(), pytest.raises(UsageError) as refused:
+        manifest.parse_text(text, "hill.yaml at 0123456789ab")
+    assert refused.value.message == f"'hill.yaml at 0123456789ab': {words}"
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_YAML))
+def test_a_hostile_problem_yaml_is_refused_and_nothing_is_left(project, tmp_path, case):
+    words = HOSTILE_YAML[case][1]
+    source = tmp_path / "problem"
+    source.mkdir()
+    write_hostile(source / "problem.yaml", HOSTILE_YAML, case)
+    for rel, content in {"description.md": "# Task\n", "verifier.sh": "#!/bin/sh\n",
+                         "baseline.py": "print(1)\n"}.items():
+        (source / rel).write_text(content)
+    with safety_net():
+        result = run_cli("new", "imported", "--from-hillclimb", source)
+    assert result.code == 2, result.output
+    assert result.error_lines == [f"error: '{source / 'problem.yaml'}': {words}"]
+    assert "hint: " in result.err
+    assert not (project / ".hills" / "imported").exists()
+
+
+HOSTILE_JSON = {
+    "deep": ('{"n": ' + "[" * 10000 + "]" * 10000 + "}", "params.json is nested deeper than 32 levels"),
+    "deep-but-parsable": ('{"n": ' + "[" * 40 + "]" * 40 + "}", "params.json is nested deeper than 32 levels"),
+    "large": ('{"n": {"type": "categorical", "choices": ["', "params.json is larger than 256 KiB (262144 bytes)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_JSON))
+def test_a_hostile_params_json_is_refused_naming_the_file_and_the_limit(tmp_path, case):
+    words = HOSTILE_JSON[case][1]
+    write_hostile(tmp_path / "params.json", HOSTILE_JSON, case)
+    with safety_net():
+        declaration, warning = spaces.load(str(tmp_path))
+    assert declaration is None
+    assert warning == f"{words}; scored on the submission's own defaults"
+
+
+def test_a_hostile_params_json_with_knobs_exits_2_before_anything_runs(committed_hill, tmp_path):
+    submitted = submission(tmp_path / "sub", {"params.json": HOSTILE_JSON["deep"][0]})
+    with safety_net():
+        result = run_cli("eval", submitted, "-H", "circle-packing", "-k", "n=1")
+    assert result.code == 2, result.output
+    assert "malformed params.json: params.json is nested deeper than 32 levels" in result.err
+    assert not os.path.isdir(os.path.join(os.environ["HILLS_HOME"], "runs", "circle-packing"))
+
+
+def test_a_params_json_that_is_not_a_file_is_never_opened_for_reading(tmp_path):
+    os.mkfifo(tmp_path / "params.json")  # reading it would block for ever
+    with safety_net():
+        declaration, warning = spaces.load(str(tmp_path))
+    assert declaration is None
+    assert warning == "params.json is not a regular file; scored on the submission's own defaults"
