@@ -23,6 +23,7 @@ machine key; it is how a cleanly cut tail is noticed. `<log>.lock` is the
 flock every append holds.
 """
 
+import errno
 import fcntl
 import hashlib
 import hmac
@@ -31,7 +32,7 @@ import os
 
 from .errors import Refused, UsageError
 from .signing import canonical_json
-from .state import atomic_write, file_lock
+from .state import atomic_write, file_lock, write_problem
 
 SCHEME = "hmac-sha256:"
 RESERVED = ("seq", "prev", "mac")
@@ -601,14 +602,30 @@ def append(path, record, key):
             seq = 0 if last is None else last[0] + 1
             prev = "" if last is None else last[1]
             line, mac = encode_entry(record, seq, prev, key)
-            written = os.write(fd, line)
-            if written != len(line):
-                # Never leave half a line for the next writer to build on.
-                os.ftruncate(fd, os.fstat(fd).st_size - written)
-                raise Refused(f"log '{path}': short write ({written} of {len(line)} bytes); nothing was appended")
-            os.fsync(fd)
+            head_record = {"mac": mac, "seq": seq, "signature": _sign_head(seq, mac, key)}
+            _append_whole(fd, path, line, canonical_json(head_record) + b"\n")
         finally:
             os.close(fd)
-        head_record = {"mac": mac, "seq": seq, "signature": _sign_head(seq, mac, key)}
-        atomic_write(head_path(path), canonical_json(head_record) + b"\n")
     return {**record, "seq": seq, "prev": prev, "mac": mac}
+
+
+def _append_whole(fd, path, line, head_text):
+    """Write `line` at the end of the log and then its head, all or nothing
+    (the caller holds the lock): a disk that fills up midway leaves the log
+    as it was, never half a line for the next writer to build on."""
+    size = os.fstat(fd).st_size
+    try:
+        written = 0
+        while written < len(line):
+            count = os.write(fd, line[written:])
+            if count == 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            written += count
+        os.fsync(fd)
+        atomic_write(head_path(path), head_text)
+    except OSError as exc:
+        os.ftruncate(fd, size)
+        problem = write_problem(exc if exc.filename else OSError(exc.errno, exc.strerror, path))
+        if problem is None:
+            raise
+        raise problem from exc

@@ -739,6 +739,15 @@ def run(command, argv, prog_name):
         return errors.EXIT_INTERRUPTED
     except BrokenPipeError:
         return errors.EXIT_OK
+    except OSError as exc:
+        # A read-only or full file system, or a file where a folder should
+        # be: the user's to fix, named, not a bug.
+        problem = state.write_problem(exc)
+        if problem is None:
+            return _bug(exc)
+        say(f"error: {problem.message}")
+        say(f"hint: {problem.hint}")
+        return problem.exit_code
     except ModuleNotFoundError as exc:
         problem = errors.missing_dependency(exc)
         if problem is None:

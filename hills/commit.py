@@ -1,6 +1,7 @@
 """Freezing a hill: the gate, lock regeneration, and a commit built with a
 private index, write-tree, commit-tree and a compare-and-swap update-ref."""
 
+import contextlib
 import os
 import secrets
 import stat as stat_module
@@ -93,21 +94,50 @@ def commit(hill, message, gate=True, progress=None):
         if parent:
             args[2:2] = ["-p", parent]
         commit_id = hill.repo.run(*args).strip()
+
+        def record(registry):
+            entry = state.registry_entry(registry, hill.name, hill.path, add=True)
+            entry["tree_hash"] = tree_hash
+
+        # Before the ref moves: a registry that cannot be written fails the
+        # commit with nothing recorded ('hills list' reads HEAD, so a tree
+        # hash noted for a commit that then loses the race misleads no one).
+        state.update_registry(record)
         try:
             hill.repo.run("update-ref", "-m", "hills commit: " + message.splitlines()[0],
                           BRANCH, commit_id, parent or ZERO)
         except Exception as exc:
             raise Refused(f"hill '{hill.name}' moved while committing; nothing was recorded",
                           hint="run the commit again") from exc
-        sync_index(hill, blob_entries)
-
-    def record(registry):
-        entry = state.registry_entry(registry, hill.name, hill.path, add=True)
-        entry["tree_hash"] = tree_hash
-
-    state.update_registry(record)
+        _sync_or_undo(hill, blob_entries, commit_id, parent)
     return {"hill": hill.name, "version": spec["version"], "tree_hash": tree_hash, "commit": commit_id,
             "private": private_entries, "blobs": blob_entries}
+
+
+def _sync_or_undo(hill, blob_entries, commit_id, parent):
+    """sync_index after the ref moved; when it fails (a full disk, say), the
+    ref goes back to `parent` and the index and excludes as they were, so a
+    failed commit leaves the hill as it found it."""
+    exclude = os.path.join(hill.repo.git_dir, "info", "exclude")
+    try:
+        with open(exclude, "rb") as handle:
+            old_exclude = handle.read()
+    except FileNotFoundError:
+        old_exclude = None
+    try:
+        sync_index(hill, blob_entries)
+    except BaseException:
+        # Compare-and-swap: only our own commit is taken back.
+        if parent:
+            hill.repo.run("update-ref", BRANCH, parent, commit_id, ok_codes=(0, 1, 128))
+        else:
+            hill.repo.run("update-ref", "-d", BRANCH, commit_id, ok_codes=(0, 1, 128))
+        with contextlib.suppress(Exception):
+            hill.repo.run("read-tree", *([parent] if parent else ["--empty"]))
+        if old_exclude is not None:
+            with contextlib.suppress(Exception):
+                state.atomic_write(exclude, old_exclude)
+        raise
 
 
 def sync_index(hill, blob_entries):

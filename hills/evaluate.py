@@ -497,7 +497,9 @@ def evaluate(req, say=lambda message: None):
                 raise Refused(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
                               f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}")
         try:
-            _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say)
+            # A full disk or a read-only folder is the machine's problem, named, not a bug in hills.
+            with state.write_errors_as_problems(run_dir):
+                _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say)
         except HillsError as exc:
             # Refusals and environment failures are attempts too: logged, then reported.
             envelope.update(status="refused", passed=False, reason=exc.message)
@@ -532,12 +534,12 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
         cache.save()
     run_hill_dir = os.path.join(run_dir, "hill")
     if req.current:
-        shutil.copytree(hill.path, run_hill_dir, symlinks=True,
+        state.copy_tree(hill.path, run_hill_dir, symlinks=True,
                         ignore=shutil.ignore_patterns(".vc", "private", "__pycache__"))
         if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
     else:
-        shutil.copytree(pristine, run_hill_dir)
+        state.copy_tree(pristine, run_hill_dir)
         if expected[locks.PRIVATE_LOCK]:
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
         _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
@@ -563,7 +565,7 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
         outcome, submission folder, extra environment, log tag)."""
         tag = "" if repeat == 1 else f"-{seed}"
         submission_dir = _fresh(os.path.join(run_dir, "submission" + tag))
-        shutil.copytree(source_dir, submission_dir, symlinks=True)
+        state.copy_tree(source_dir, submission_dir, symlinks=True)
         config = confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, "scratch" + tag)))
         extra = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": split, "HILLS_REPLICATE_SEED": str(seed),
                  "PYTHONPATH": sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}

@@ -179,6 +179,13 @@ def create(name, template="default", project_dir=None, populate=None):
     created_hills_dir = not os.path.isdir(hills_dir)
     home_created = state.ensure_home()
     workdir = None
+    moved = False
+
+    def register(registry):
+        entry = state.registry_entry(registry, name, target, add=True)
+        entry.clear()
+        entry.update({"path": target, "tree_hash": None, "template": template})
+
     try:
         os.makedirs(hills_dir, exist_ok=True)
         gitignore = os.path.join(hills_dir, ".gitignore")
@@ -189,13 +196,13 @@ def create(name, template="default", project_dir=None, populate=None):
         if populate is not None:
             populate(staging)
         else:
-            shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+            state.copy_tree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
         for rel in ("hill.yaml", "README.md", "pyproject.toml") if populate is None else ():
             path = os.path.join(staging, rel)
             if os.path.exists(path):
                 with open(path, encoding="utf-8") as handle:
                     text = handle.read()
-                with open(path, "w", encoding="utf-8") as handle:
+                with state.named_os_errors(path), open(path, "w", encoding="utf-8") as handle:
                     handle.write(text.replace("{{name}}", name))
         manifest.load(staging)
         uvenv.lock(staging)
@@ -205,20 +212,18 @@ def create(name, template="default", project_dir=None, populate=None):
         write_excludes(staging)
         install_hook(staging)
         os.rename(staging, target)
+        moved = True
+        state.update_registry(register)
     except BaseException:
+        # The hill is whole and registered, or it is not there at all.
+        if moved:
+            shutil.rmtree(target, ignore_errors=True)
         if created_hills_dir:
             shutil.rmtree(hills_dir, ignore_errors=True)
         raise
     finally:
         if workdir and os.path.isdir(workdir):
             shutil.rmtree(workdir, ignore_errors=True)
-
-    def register(registry):
-        entry = state.registry_entry(registry, name, target, add=True)
-        entry.clear()
-        entry.update({"path": target, "tree_hash": None, "template": template})
-
-    state.update_registry(register)
     return {"path": target, "home_created": home_created, "template": template}
 
 

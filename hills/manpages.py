@@ -722,7 +722,10 @@ traceback.""",
         (3, "an internal error, that is a bug in hills: the traceback is saved under "
             "`$HILLS_HOME/logs/` and one line on standard error names the file"),
         (4, "an environment problem: git or uv missing or failing, a busy exclusive "
-            "resource, a damaged machine key or registry"),
+            "resource, a damaged machine key or registry, or a folder hills must write that "
+            "cannot be written: read-only, not the user's, a file where a folder should be "
+            "(`HILLS_HOME` included), or on a full disk; the error names the path, and "
+            "nothing is left half-written"),
         (130, "interrupted (Ctrl-C)"),
     ],
     "environment": """HILLS_HOME

@@ -1,6 +1,7 @@
 """Machine state outside every project: home folder, key, registry, locks."""
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -22,8 +23,10 @@ def ensure_home():
     """Create the machine state folder and key if missing; True when created."""
     root = home()
     created = not os.path.isdir(root)
+    if created and os.path.lexists(root):
+        raise EnvironmentProblem(f"machine state folder '{root}' is a file, not a folder",
+                                 hint="point HILLS_HOME at a folder (or unset it to use ~/.autolab/hills)")
     os.makedirs(root, mode=0o700, exist_ok=True)
-    key_path()
     _ensure_key()
     return created
 
@@ -39,18 +42,20 @@ def _ensure_key():
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     # Write to a private temp file and hard-link it into place: two processes
     # racing here both end up with the same key, never a half-written one.
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".key-")
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, secrets.token_hex(32).encode("ascii"))
-        os.fsync(fd)
-        os.close(fd)
+    with named_os_errors(path):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".key-")
         try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-    finally:
-        os.unlink(tmp)
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o600)
+                handle.write(secrets.token_hex(32).encode("ascii"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
 
 
 def load_key():
@@ -83,18 +88,128 @@ def atomic_write(path, data, mode=0o644):
         data = data.encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+    with named_os_errors(path):
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+
+def copy_tree(source, target, **options):
+    """shutil.copytree, but its first error is raised as itself (a full disk
+    with its errno and the file it was writing) rather than folded into a
+    list of texts."""
+    import shutil
+
+    first = []
+
+    def copy(src, dst, *, follow_symlinks=True):
+        try:
+            return shutil.copy2(src, dst, follow_symlinks=follow_symlinks)
+        except OSError as exc:
+            first.append(exc)
+            raise
+
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        return shutil.copytree(source, target, copy_function=copy, **options)
+    except shutil.Error:
+        if first:
+            raise first[0] from None
         raise
+
+
+# What a folder or a disk does to a write: refuse it (read-only, not ours),
+# run out of room, or hold a file where a folder should be.
+WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR})
+
+
+@contextlib.contextmanager
+def named_os_errors(path):
+    """Name `path` in a write error that names no file or only a temp file
+    beside it (a buffered write, a mkstemp), so the user sees what failed."""
+    path = os.fspath(path)
+    try:
+        yield
+    except OSError as exc:
+        named = os.fsdecode(exc.filename) if exc.filename else None
+        temp_beside = named and os.path.dirname(named) == os.path.dirname(path) \
+            and os.path.basename(named).startswith(".")
+        if exc.errno not in WRITE_ERRNOS or named and not temp_beside:
+            raise
+        raise OSError(exc.errno, exc.strerror, path) from exc
+
+
+@contextlib.contextmanager
+def write_errors_as_problems(folder=None):
+    """Turn a write error (see WRITE_ERRNOS) into the EnvironmentProblem
+    that names its path; one without a path is named by `folder`, where
+    the work inside was writing."""
+    try:
+        yield
+    except OSError as exc:
+        if folder is not None and exc.errno in WRITE_ERRNOS and not exc.filename:
+            exc = OSError(exc.errno, exc.strerror, folder)
+        problem = write_problem(exc)
+        if problem is None:
+            raise
+        raise problem from exc
+
+
+def write_problem(exc):
+    """The EnvironmentProblem (exit 4) for an OSError of WRITE_ERRNOS,
+    naming the path and saying what to do; None for any other error,
+    which stays a bug."""
+    if not isinstance(exc, OSError) or exc.errno not in WRITE_ERRNOS:
+        return None
+    full_disk = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    # A copy that runs out of room names its source first and the file it
+    # was writing second.
+    named = exc.filename2 if full_disk and exc.filename2 else exc.filename
+    if not named:
+        return EnvironmentProblem(f"a write failed: {exc.strerror}",
+                                  hint=f"free space on the disks holding the machine state ('{home()}') and "
+                                       "the current folder, or make them writable, then run the command again")
+    path = os.path.abspath(os.fsdecode(named))
+    reason = exc.strerror
+    if exc.errno == errno.ENOTDIR:
+        blocker = _file_in_the_way(path)
+        if blocker:
+            reason = f"'{blocker}' is a file, not a folder"
+    if _within(path, home()) or _within(home(), path):
+        if full_disk:
+            hint = f"free space on the disk holding '{home()}', or point HILLS_HOME at another disk"
+        else:
+            hint = f"machine state lives in '{home()}' (HILLS_HOME): make it a writable folder, or point " \
+                   "HILLS_HOME at one you own"
+    elif full_disk:
+        hint = f"free space on the disk holding '{os.path.dirname(path)}', then run the command again"
+    elif exc.errno == errno.ENOTDIR:
+        hint = "move that file aside, or work in another folder"
+    else:
+        hint = f"'{os.path.dirname(path)}' is not writable: run hills in a folder you can write, or fix its permissions"
+    return EnvironmentProblem(f"cannot write '{path}': {reason}", hint=hint)
+
+
+def _within(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _file_in_the_way(path):
+    """The nearest existing ancestor of `path` that is not a folder."""
+    current = os.path.dirname(path)
+    while current and current != os.path.dirname(current):
+        if os.path.lexists(current):
+            return None if os.path.isdir(current) else current
+        current = os.path.dirname(current)
+    return None
 
 
 @contextlib.contextmanager

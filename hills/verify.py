@@ -95,7 +95,8 @@ def fast_main(paths):
     except Exception as exc:  # the same funnel as the click commands: a bug is exit 3
         from .errors import missing_dependency
 
-        problem = missing_dependency(exc) if isinstance(exc, ModuleNotFoundError) else None
+        # A missing dependency, or a folder or disk that refused a write: exit 4.
+        problem = missing_dependency(exc) if isinstance(exc, ModuleNotFoundError) else state.write_problem(exc)
         if problem is not None:
             sys.stderr.write(f"error: {problem.message}\nhint: {problem.hint}\n")
             return problem.exit_code
