@@ -69,8 +69,8 @@ naming the next commands, and, the first time hills runs on a machine, a
 line saying the machine state folder was created.""",
         "exit": [
             (0, "the hill was created"),
-            (2, "the name is invalid, a hill of that name already exists in this project or "
-                "is registered elsewhere on this machine, or the template is unknown"),
+            (2, "the name is invalid, a hill of that name already exists in this project, "
+                "or the template is unknown"),
             (4, "git or uv is missing, or `uv lock` failed on the template's dependencies"),
         ],
         "examples": """Create a hill from the circle-packing template:
@@ -218,13 +218,14 @@ With `--json`, one object with the keys `hill`, `version`, `description`,
         "see_also": ["hills-eval(1)", "hill.yaml(5)"],
     },
     "list": {
-        "output": """One line per registered hill on standard output, sorted by name: the
+        "output": """One line per registered hill on standard output, sorted by name (hills
+of the same name in the order they were registered): the
 name, the tree hash of its last commit (12 hex digits) or `uncommitted`, its
 path, and `(missing)` when that folder no longer holds a hill. With no hills
 registered, a hint on standard error and nothing on standard output.
 
 With `--json`, a list of `{"name", "path", "tree_hash", "exists"}`.""",
-        "exit": [(0, "the hills were listed"), (4, "the registry is not valid JSON")],
+        "exit": [(0, "the hills were listed"), (4, "the registry is not valid JSON, or not of its shape")],
         "examples": """    $ hills list
     circle-packing  f48111974a00  /home/me/demo/.hills/circle-packing""",
         "see_also": ["hills-new(1)", "hills-home(1)"],
