@@ -195,7 +195,10 @@ def write_problem(exc):
         hint = "move that file aside, or work in another folder"
     else:
         hint = f"'{os.path.dirname(path)}' is not writable: run hills in a folder you can write, or fix its permissions"
-    return EnvironmentProblem(f"cannot write '{path}': {reason}", hint=hint)
+    # The same errnos come from reading a file that is not the user's.
+    verb = "read" if exc.errno in (errno.EACCES, errno.EPERM) and os.path.isfile(path) \
+        and not os.access(path, os.R_OK) else "write"
+    return EnvironmentProblem(f"cannot {verb} '{path}': {reason}", hint=hint)
 
 
 def _within(path, folder):

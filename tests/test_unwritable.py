@@ -229,3 +229,34 @@ def test_a_log_append_that_fails_leaves_the_log_as_it_was(tmp_path, monkeypatch)
     assert failed.value.hint
     assert log.read_bytes() == before
     assert chain.verify(log, key).ok
+
+
+# ---------------------------------------------------------------- the mapping itself
+
+def test_only_the_errors_of_a_folder_or_disk_are_environment_problems(tmp_path):
+    assert state.write_problem(OSError(errno.EIO, os.strerror(errno.EIO), str(tmp_path))) is None
+    assert state.write_problem(ValueError("x")) is None
+    unnamed = state.write_problem(OSError(errno.ENOSPC, NO_SPACE))
+    assert unnamed.exit_code == 4 and unnamed.message == f"a write failed: {NO_SPACE}"
+    assert state.home() in unnamed.hint
+
+
+def test_a_copy_that_runs_out_of_room_names_the_file_it_was_writing(tmp_path):
+    problem = state.write_problem(OSError(errno.ENOSPC, NO_SPACE, "/src/big.bin", None, str(tmp_path / "big.bin")))
+    assert problem.message == f"cannot write '{tmp_path / 'big.bin'}': {NO_SPACE}"
+    assert problem.hint == f"free space on the disk holding '{tmp_path}', then run the command again"
+
+
+def test_a_file_in_the_way_is_named(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    target = tmp_path / "plain" / "a" / "b"
+    problem = state.write_problem(OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(target)))
+    assert problem.message == f"cannot write '{target}': '{tmp_path / 'plain'}' is a file, not a folder"
+    assert problem.hint == "move that file aside, or work in another folder"
+
+
+def test_an_error_in_machine_state_points_at_hills_home(hermetic):
+    path = hermetic.hills_home / "runs" / "x"
+    problem = state.write_problem(OSError(errno.EROFS, READ_ONLY, str(path)))
+    assert problem.message == f"cannot write '{path}': {READ_ONLY}"
+    assert problem.hint.startswith(f"machine state lives in '{hermetic.hills_home}' (HILLS_HOME)")
