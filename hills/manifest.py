@@ -293,6 +293,9 @@ def validate(raw, source, folder_name=None):
         metrics = []
     if not isinstance(metrics, list):
         checker.fail("metrics", "a list of {name, direction}", metrics)
+    if shape == "command" and len(metrics) != 1:
+        checker.fail("metrics", "exactly one {name, direction} for a command evaluator (its result is one score)",
+                     metrics)
     out["metrics"] = []
     for index, metric in enumerate(metrics):
         key = f"metrics[{index}]"

@@ -845,10 +845,14 @@ after it is killed, with every process it started, and reported `buggy`."""),
     "params": ("mapping, default none",
                 """The typed knobs of the hill, by name; see PARAMS below."""),
     "metrics": ("list, required for command shape",
-                """The metrics a command evaluator reports, in ranking order: each a mapping
-with `name`, `direction` (`max` or `min`) and an optional `description`. A
-function evaluator declares its metrics in each result, so for it the list
-is optional and only shown by hills-describe(1)."""),
+                """The hill's metrics in ranking order: each a mapping with `name`,
+`direction` (`max` or `min`) and an optional `description`. A command
+evaluator declares exactly one, the name and direction of its score. For a
+function evaluator the list is optional; when given, every result must
+report exactly these metrics, in this order and with these directions, or
+the evaluation is `buggy` with a reason naming the first difference. A
+result with an empty `metrics` list is `buggy` either way: it has nothing
+to rank on. hills-describe(1) shows the list."""),
     "blobs": ("mapping, default no globs and 10 MiB",
                 """Which hill files are kept out of git and bound by `blobs.lock`: `track`, a
 list of glob patterns (or one string), and `threshold`, a size from which
