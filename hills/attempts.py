@@ -93,12 +93,14 @@ def logged_reports(hill):
 def render(result, emit):
     tree = (result["tree_hash"] or "working tree")[:12]
     emit(f"{result['hill']} @ {tree}: {len(result['attempts'])} attempt(s)")
+    if result["attempts"]:
+        emit(f"  {'SEQ':>4}  {'TIMESTAMP':<20}  {'SUBMISSION':<19}  RESULT")
     for attempt in result["attempts"]:
         report = attempt["report"]
         flags = "" if report.get("official") else "  (unofficial)"
         reason = f"  - {report['reason']}" if report.get("reason") and report.get("status") != "passing" else ""
-        emit(f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?')}  {summary_line(report)}  "
-             f"{(report.get('submission_hash') or '-')[:19]}{flags}{reason}")
+        emit(f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?'):<20}  "
+             f"{(report.get('submission_hash') or '-')[:19]:<19}  {summary_line(report)}{flags}{reason}")
     if result["best"]:
         emit("best:")
         for best in result["best"]:

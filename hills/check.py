@@ -85,6 +85,7 @@ def run_checks(hill_dir, tests=True):
         results.append(Result("layout", "fail", "missing: " + ", ".join(problems)))
         return results
     results.append(Result("layout", "ok", ", ".join(present)))
+    results.append(readme_check(hill_dir))
 
     current, reason = uvenv.lock_is_current(hill_dir)
     if not current:
@@ -112,6 +113,26 @@ def run_checks(hill_dir, tests=True):
         results.append(run_tests(python, hill_dir))
     results.append(isolation_check(spec))
     return results
+
+
+# The first words of the note to the hill's author in the default
+# template's README.md; a hill committed with it would hand the climber
+# instructions meant for the author, and no task.
+AUTHOR_NOTE = "For the hill's author:"
+
+
+def readme_check(hill_dir):
+    """A failure, which does not stop the checks after it, while README.md
+    still holds the template's note to the hill's author."""
+    try:
+        with open(os.path.join(hill_dir, "README.md"), encoding="utf-8", errors="replace") as handle:
+            text = handle.read(1024 * 1024)
+    except OSError as exc:
+        return Result("readme", "fail", f"README.md cannot be read: {exc.strerror}")
+    if AUTHOR_NOTE in text:
+        return Result("readme", "fail", "README.md still holds the template's note for the hill's author "
+                                        "(the <!-- ... --> block): write the task there and delete the note")
+    return Result("readme", "ok", "README.md holds the task, no template note")
 
 
 def isolation_check(spec):

@@ -42,6 +42,26 @@ class HillsGroup(click.Group):
     def list_commands(self, ctx):
         return list(self.commands)
 
+    def parse_args(self, ctx, args):
+        # No command: the help, as --help prints it, not an "error: usage:"
+        # wrapped around it; still exit 2, as no command was given.
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), color=ctx.color)
+            raise SystemExit(errors.EXIT_USAGE)
+        return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx, formatter):
+        """Each command's first sentence whole, wrapped to the terminal
+        rather than cut to fit one line."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=1000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 @click.group(cls=HillsGroup, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="hills")
@@ -87,6 +107,11 @@ def new_command(name, template, hillclimb_dir):
     say(f"created {os.path.relpath(created['path'])}")
     say(f"  template         {template}")
     say(f"  version control  {os.path.relpath(created['path'])}/.vc (nothing committed yet)")
+    from .check import readme_check
+
+    if readme_check(created["path"]).status == "fail":
+        say(f"hint: write the task in {os.path.relpath(created['path'])}/README.md, replacing the note "
+            "for the hill's author")
     say(f"hint: run 'hills check {name}', then 'hills commit {name} -m MESSAGE' to freeze it")
 
 
@@ -174,18 +199,28 @@ def hook_command(which):
 
 @main_group.command("status", context_settings=CONTEXT)
 @hill_argument
+@click.option("--exit-code", "exit_code", is_flag=True,
+              help="Exit 1 when anything changed since the last commit (files or lock drift).")
 @json_option
-def status_command(name, as_json):
+def status_command(name, exit_code, as_json):
     """Show what changed in a hill since its last commit.
 
     Lists added, modified and deleted files, and lock drift: a file under
     private/ or a blob added, changed or removed since HEAD's locks. Exits 0
-    either way; use --json for a machine-readable form.
+    either way, unless --exit-code is given; use --json for a
+    machine-readable form.
     """
     from . import hill, info
 
     target = hill.resolve(name)
     result = info.status(target)
+    changes = result["files"] + result["private"] + result["blobs"]
+    _status_table(target, result, changes, as_json)
+    if exit_code and changes:
+        raise SystemExit(errors.EXIT_NO)
+
+
+def _status_table(target, result, changes, as_json):
     if as_json:
         emit_json(result)
         return
@@ -193,7 +228,6 @@ def status_command(name, as_json):
         emit(f"hill '{target.name}': no commits yet")
     else:
         emit(f"hill '{target.name}' at {result['head'][:12]}")
-    changes = result["files"] + result["private"] + result["blobs"]
     if not changes:
         emit("nothing changed since the last commit")
         return
@@ -219,9 +253,10 @@ def log_command(name, as_json):
     if not versions:
         emit(f"hill '{target.name}': no commits yet")
         return
+    emit(f"{'TREE':<12}  {'COMMIT':<12}  {'DATE':<25}  {'EVALS':>5}  MESSAGE")
     for version in versions:
-        emit(f"{version['tree_hash'][:12]}  {version['commit'][:12]}  {version['date']}  "
-             f"{version['evals']:>4} eval(s)  {version['message']}")
+        emit(f"{version['tree_hash'][:12]}  {version['commit'][:12]}  {version['date']:<25}  "
+             f"{version['evals']:>5}  {version['message']}")
 
 
 @main_group.command("describe", context_settings=CONTEXT)
@@ -371,7 +406,9 @@ def eval_command(submission, hill_name, params, final, force, current, queue, ve
     own process group under the watchdog, and prints the signed report as
     JSON on stdout with a short summary on stderr. Every outcome, crash or
     refusal included, is appended to the hill version's attempts log.
-    Exits 0 when the submission passed, 1 when it did not.
+    Exits 0 when the submission passed, 1 when it did not, 5 when the hill
+    allowed no score (uncommitted changes, no commit, lock drift, a spent
+    holdout budget).
     """
     from . import evaluate, hill
 
@@ -428,7 +465,8 @@ def _eval_summary(report, submission):
         say(f"  warning      {warning}")
     if report.get("config"):
         say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
-                                         for c in report["config"]) + "   (* = primary)")
+                                         for c in report["config"])
+            + ("   (* = primary)" if any(c["primary"] for c in report["config"]) else ""))
     if report.get("reason"):
         say(f"  reason       {report['reason']}")
     if report.get("forced"):
@@ -455,7 +493,7 @@ def tune_command(submission, hill_name, budget, tuner, parallel, params, seed, a
     a signed, logged report like any other. Trial 0 uses the declared
     defaults. The candidate's score is its best passing trial; its knob
     values are written beside DIR as DIR.best-params.json. Exits 1 when no
-    trial passed.
+    trial passed, 5 when the first trial's eval was refused before scoring.
     """
     from . import hill, tune
 
@@ -534,7 +572,11 @@ def sign_command(verify_paths):
         return
     if sys.stdin.isatty():
         raise errors.UsageError("hills-sign reads a JSON object on stdin", hint="echo '{\"score\": 1}' | hills-sign")
-    payload = signing.parse_report(sys.stdin.read(), "<stdin>")
+    try:
+        payload = signing.parse_report(sys.stdin.read(), "<stdin>")
+    except errors.UsageError as exc:
+        raise errors.UsageError(exc.message, hint=exc.hint or "hills-sign reads one JSON object on stdin: "
+                                                               "echo '{\"score\": 1}' | hills-sign") from None
     emit(json.dumps(signing.self_reported(payload, state.load_key()), indent=2, ensure_ascii=False))
 
 
@@ -708,6 +750,20 @@ def _crash_log(exc):
         return None
 
 
+def _help_hint(command, argv, prog_name):
+    """The hint of an error that brings none of its own: the help of the
+    command that argv reached (`hills eval`, `hills chain verify`...)."""
+    words = [prog_name]
+    for arg in argv:
+        if not isinstance(command, click.Group) or arg.startswith("-"):
+            break
+        command = command.commands.get(arg)
+        if command is None:
+            break
+        words.append(arg)
+    return f"see '{' '.join(words)} --help'"
+
+
 def run(command, argv, prog_name):
     """Invoke a click command with the error funnel; return the exit code."""
     try:
@@ -715,8 +771,7 @@ def run(command, argv, prog_name):
         return errors.EXIT_OK
     except errors.HillsError as exc:
         say(f"error: {exc.message}")
-        if exc.hint:
-            say(f"hint: {exc.hint}")
+        say(f"hint: {exc.hint or _help_hint(command, argv, prog_name)}")
         return exc.exit_code
     except click.exceptions.Abort:
         say("error: interrupted")
@@ -724,11 +779,13 @@ def run(command, argv, prog_name):
     except click.UsageError as exc:
         message = exc.format_message().rstrip(".")
         say(f"error: {message[:1].lower() + message[1:]}")
-        if exc.ctx is not None:
-            say(f"hint: see '{exc.ctx.command_path} --help'")
+        say(f"hint: see '{exc.ctx.command_path} --help'" if exc.ctx is not None
+            else f"hint: {_help_hint(command, argv, prog_name)}")
         return errors.EXIT_USAGE
     except click.ClickException as exc:
-        exc.show()
+        message = exc.format_message().rstrip(".")
+        say(f"error: {message[:1].lower() + message[1:]}")
+        say(f"hint: {_help_hint(command, argv, prog_name)}")
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -89,7 +89,8 @@ def commit(hill, message, gate=True, progress=None):
         tree_hash = build_tree(hill, regular)
         parent = hill.repo.head()
         if parent and hill.repo.tree_of(parent) == tree_hash:
-            raise Refused(f"nothing to commit: hill '{hill.name}' is unchanged since {parent[:12]}")
+            raise Refused(f"nothing to commit: hill '{hill.name}' is unchanged since {parent[:12]}",
+                          hint=f"change the hill first; 'hills status {hill.name}' shows what changed")
         args = ["commit-tree", tree_hash, "-m", message]
         if parent:
             args[2:2] = ["-p", parent]

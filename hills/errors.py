@@ -8,6 +8,7 @@ EXIT_NO = 1
 EXIT_USAGE = 2
 EXIT_BUG = 3
 EXIT_ENVIRONMENT = 4
+EXIT_NOT_SCORED = 5
 EXIT_INTERRUPTED = 130
 
 
@@ -29,9 +30,18 @@ class UsageError(HillsError):
 
 
 class Refused(HillsError):
-    """A clear "no": a failed check, a dirty hill, a broken chain."""
+    """A clear "no": a failed check, a refused submission, a broken chain."""
 
     exit_code = EXIT_NO
+
+
+class NotScored(Refused):
+    """An eval refused before scoring for a reason on the hill's side (no
+    commit, uncommitted changes, lock drift, a spent holdout budget, a broken
+    attempts log): no submission would get a verdict until it is dealt with,
+    so a loop stops rather than count a failed candidate."""
+
+    exit_code = EXIT_NOT_SCORED
 
 
 class EnvironmentProblem(HillsError):

@@ -10,7 +10,7 @@ import time
 
 from . import (chain, command, locks, manifest, replicates, report as report_module, runner, sandbox, sdk,
                signing, snapshot, spaces, state, uvenv)
-from .errors import EnvironmentProblem, HillsError, Refused, UsageError
+from .errors import EnvironmentProblem, HillsError, NotScored, Refused, UsageError
 from .git import lineage
 
 NOTES_REF = "refs/notes/hills/reports"
@@ -50,7 +50,8 @@ def pinned_manifest(hill, tree_hash):
         return cached["manifest"]
     text = hill.repo.show_blob(tree_hash, "hill.yaml")
     if text is None:
-        raise Refused(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}")
+        raise NotScored(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}",
+                        hint=f"commit the hill with hills commit {hill.name} -m MESSAGE")
     spec = manifest.parse_text(text, f"hill.yaml at {tree_hash[:12]}", hill.name)
     state.sealed_write(cache, {"tool": tool, "manifest": spec})
     return spec
@@ -58,15 +59,21 @@ def pinned_manifest(hill, tree_hash):
 
 def resolve_params(spec, texts):
     params = {name: param["default"] for name, param in spec["params"].items()}
+    described = f"'hills describe {spec['name']}' lists the params with their types and bounds"
     for text in texts:
         if "=" not in text:
-            raise UsageError(f"-p '{text}': expected NAME=VALUE")
+            raise UsageError(f"-p '{text}': expected NAME=VALUE",
+                             hint=f"for example -p {next(iter(spec['params']))}=VALUE; {described}" if spec["params"]
+                             else f"hill '{spec['name']}' declares no params")
         name, value = text.split("=", 1)
         name = name.strip()
         if name not in spec["params"]:
             allowed = ", ".join(sorted(spec["params"])) or "none"
             raise UsageError(f"unknown param '{name}' for hill '{spec['name']}'", hint=f"allowed params: {allowed}")
-        params[name] = manifest.parse_cli_value(name, spec["params"][name], value)
+        try:
+            params[name] = manifest.parse_cli_value(name, spec["params"][name], value)
+        except UsageError as exc:
+            raise UsageError(f"-p '{text}': {exc.message}", hint=exc.hint or described) from None
     return params
 
 
@@ -195,7 +202,7 @@ def final_count(name, tree_hash, key):
         return 0
     verdict = chain.verify(path, key)
     if not verdict.ok:
-        raise Refused(f"the attempts log of hill '{name}' at tree {tree_hash[:12]} is broken "
+        raise NotScored(f"the attempts log of hill '{name}' at tree {tree_hash[:12]} is broken "
                       f"({verdict.problems[0]}): its holdout evals cannot be counted",
                       hint=f"see 'hills attempts {name}'")
     reports = (entry.get("report", {}) for entry in chain.read(path))
@@ -304,7 +311,7 @@ def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, fi
     if not message.get("ok"):
         return None, "buggy", f"eval() raised {message.get('error', 'an error')}", outcome
     try:
-        core = report_module.normalize_core(message.get("value"), spec["metrics"])
+        core = report_module.normalize_core(message.get("value"))
     except report_module.Malformed as exc:
         return None, "buggy", f"malformed result: {exc}", outcome
     status = "passing" if core["passed"] else "failing"
@@ -345,12 +352,29 @@ def run_command(spec, python, run_dir, submission_dir, params, final, verbose, e
     if failure:
         return None, failure[0], failure[1], outcome
     if outcome.exit_code != 0:
-        return None, "buggy", f"the verifier failed ({outcome.describe_exit()}): the candidate is buggy; see stderr{tag}.log in {run_dir}", outcome
+        said = _last_line(os.path.join(run_dir, f"stderr{tag}.log")) or "the candidate is buggy"
+        return None, "buggy", f"the verifier failed ({outcome.describe_exit()}): {said}; see stderr{tag}.log in {run_dir}", outcome
     try:
         parsed = command.parse_result(result_path)
     except report_module.Malformed as exc:
         return None, "buggy", f"malformed result: {exc}", outcome
     return command.core_from_result(spec, params, final, parsed), "passing", None, outcome
+
+
+def _last_line(log_path, limit=300):
+    """The last line a failed verifier wrote to stderr, without its `error: `
+    prefix: the reason it gives for failing (a traceback ends with one too)."""
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4096))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1].removeprefix("error: ")
+    return last if len(last) <= limit else last[:limit] + "…"
 
 
 def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_env, verbose, confinement, tag):
@@ -390,7 +414,9 @@ def resolve_knobs(req):
         return declaration, (spaces.defaults(declaration) if declaration else None), warning
     if declaration is None:
         raise UsageError(f"--knob given, but submission '{req.submission}' has "
-                         + ("a malformed params.json: " + warning if warning else "no params.json declaring knobs"))
+                         + ("a malformed params.json: " + warning if warning else "no params.json declaring knobs"),
+                         hint="declare each knob in the submission's params.json (its format is in "
+                              "'man hills-tune'), or drop -k")
     values = dict(spaces.defaults(declaration))
     if isinstance(given, dict):
         items = given.items()
@@ -398,7 +424,8 @@ def resolve_knobs(req):
         items = []
         for text in given:
             if "=" not in text:
-                raise UsageError(f"--knob '{text}': expected NAME=VALUE")
+                raise UsageError(f"--knob '{text}': expected NAME=VALUE",
+                                 hint=f"for example -k {next(iter(declaration), 'NAME')}=VALUE, VALUE read as JSON")
             name, raw = text.split("=", 1)
             try:
                 value = json.loads(raw)
@@ -413,7 +440,8 @@ def resolve_knobs(req):
         try:
             values[name] = spaces.check_value(declaration, name, value)
         except spaces.ValueRefused as exc:
-            raise UsageError(f"refused: {exc}")
+            raise UsageError(f"refused: {exc}",
+                             hint=f"the knobs and their ranges are declared in {os.path.join(req.submission, 'params.json')}")
     return declaration, values, warning
 
 
@@ -431,7 +459,7 @@ def evaluate(req, say=lambda message: None):
     if req.current and req.force:
         raise UsageError("--current and --force cannot be combined")
     if head is None and not req.current:
-        raise Refused(f"hill '{hill.name}' has no commits yet",
+        raise NotScored(f"hill '{hill.name}' has no commits yet",
                       hint=f"freeze it first: hills commit {hill.name} -m MESSAGE, "
                            "or try the working tree unofficially with --current")
     # --current scores the working tree, so it works before the first commit too.
@@ -446,7 +474,7 @@ def evaluate(req, say=lambda message: None):
         official, official_reason = pin.official_status(hill, tree_hash)
     if changed and not req.current:
         if not req.force:
-            raise Refused(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
+            raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
                           + (", ..." if len(changed) > 3 else "") + ")",
                           hint="commit them, pass --force to score the last commit anyway, "
                                "or --current to try the working tree unofficially")
@@ -467,13 +495,17 @@ def evaluate(req, say=lambda message: None):
     budget_lock = contextlib.nullcontext()
     if req.final and spec["final"]["budget"] is not None:
         if req.current:
-            raise UsageError(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
-                             "--final needs a committed version, not --current")
+            raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
+                            "--final needs a committed version, not --current",
+                            hint=f"commit the hill (hills commit {hill.name} -m MESSAGE) and drop --current")
         # Held from the count to the log line, so concurrent --final evals cannot overspend.
         budget_lock = state.file_lock(os.path.join(state.state_dir(hill.name, tree_hash), "final.lock"))
 
     # A log that cannot take the outcome refuses before the evaluator runs.
-    chain.check_appendable(attempts_path(hill.name, log_tree, hill.path), key)
+    try:
+        chain.check_appendable(attempts_path(hill.name, log_tree, hill.path), key)
+    except Refused as exc:
+        raise NotScored(exc.message, hint=exc.hint or f"see 'hills attempts {hill.name}'") from None
     run_id = _run_id()
     run_dir = os.path.join(state.runs_dir(hill.name), run_id)
     os.makedirs(run_dir)
@@ -494,8 +526,10 @@ def evaluate(req, say=lambda message: None):
             used = final_count(hill.name, tree_hash, key)
             if used >= spec["final"]["budget"]:
                 shutil.rmtree(run_dir, ignore_errors=True)
-                raise Refused(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
-                              f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}")
+                raise NotScored(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
+                                f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}",
+                                hint="evals without --final still score on the validation split; "
+                                     "a new committed version starts a new budget")
         try:
             # A full disk or a read-only folder is the machine's problem, named, not a bug in hills.
             with state.write_errors_as_problems(run_dir):
@@ -529,9 +563,15 @@ def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, 
     expected = {}
     if not req.current:
         pristine, expected = pinned_files(hill, head, tree_hash)
-        for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-            locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
-        cache.save()
+        try:
+            for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+                locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
+        except Refused as exc:
+            # Drift found before the run is the hill's, not the submission's:
+            # no candidate can be scored until the data is restored.
+            raise NotScored(exc.message, hint=exc.hint) from None
+        finally:
+            cache.save()
     run_hill_dir = os.path.join(run_dir, "hill")
     if req.current:
         state.copy_tree(hill.path, run_hill_dir, symlinks=True,

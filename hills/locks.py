@@ -61,8 +61,9 @@ def decode(text, source):
     return entries
 
 
-def walk_private(hill_dir):
-    """Relative paths of every file under private/ (symlinks refused)."""
+def walk_private(hill_dir, links=None):
+    """Relative paths of every file under private/. Symbolic links are
+    refused, or, when `links` is a list, put there instead."""
     root = os.path.join(hill_dir, PRIVATE_DIR)
     found = []
     for current, dirs, files in os.walk(root):
@@ -72,6 +73,9 @@ def walk_private(hill_dir):
             rel = os.path.relpath(full, hill_dir).replace(os.sep, "/")
             mode = os.lstat(full).st_mode
             if stat_module.S_ISLNK(mode):
+                if links is not None:
+                    links.append(rel)
+                    continue
                 raise UsageError(f"'{rel}' is a symbolic link", hint="private/ holds plain files only; copy the data in")
             if not stat_module.S_ISREG(mode):
                 raise UsageError(f"'{rel}' is not a regular file")
@@ -183,18 +187,28 @@ def verify_disk(hill_dir, lock_name, expected, cache):
     for rel in expected:
         full = os.path.join(hill_dir, rel)
         try:
-            st = os.stat(full)
+            # lstat: a link in place of a locked file is drift, whatever it
+            # points at (its target can change after the check).
+            st = os.lstat(full)
         except FileNotFoundError:
             raise Refused(f"'{rel}' is listed in {lock_name} but missing on disk",
                           hint="restore the file, or commit the hill again to record its removal")
+        if stat_module.S_ISLNK(st.st_mode):
+            raise Refused(f"'{rel}' is listed in {lock_name} but is now a symbolic link",
+                          hint="put the plain file back in its place: a hill holds no links")
         if not stat_module.S_ISREG(st.st_mode):
-            raise Refused(f"'{rel}' is listed in {lock_name} but is not a regular file")
+            raise Refused(f"'{rel}' is listed in {lock_name} but is not a regular file",
+                          hint="put the plain file back in its place, or commit the hill again")
         actual[rel] = {"size": st.st_size, "digest": cache.digest(full, st)}
         if actual[rel] != expected[rel]:
             raise Refused(f"'{rel}' does not match {lock_name} (its content changed since the hill was committed)",
                           hint="restore the file, or commit the hill again to freeze the new content")
     if lock_name == PRIVATE_LOCK:
-        for rel in walk_private(hill_dir):
+        try:
+            present = walk_private(hill_dir)
+        except UsageError as exc:  # a link or a special file added to private/: drift too
+            raise Refused(exc.message, hint=exc.hint or "remove it: private/ holds plain files only") from None
+        for rel in present:
             if rel not in expected:
                 raise Refused(f"'{rel}' is not listed in {lock_name} (added since the hill was committed)",
                               hint="remove it, or commit the hill again to freeze it")

@@ -98,9 +98,11 @@ name to its description.""",
         "output": """One line per check on standard output, in order: its state (`ok`, `FAIL`
 or `warn`), its name and a detail; then a blank line and `NAME: all checks
 passed` or `NAME: N check(s) failed`. The checks are `manifest`, `layout`,
-`dependencies`, `environment` (shown only when the hill's environment cannot
-be built), `evaluator contract` and `tests`. A failed check stops the checks
-after it, which depend on it.
+`readme`, `dependencies`, `environment` (shown only when the hill's
+environment cannot be built), `evaluator contract` and `tests`. A failed
+check stops the checks after it, which depend on it; `readme` fails while
+`README.md` still holds the default template's note for the hill's author
+(the task text is what the climber reads), and the checks go on after it.
 
 With `--json`, one object: `{"hill", "passed", "checks": [{"check",
 "status", "detail"}]}`.""",
@@ -157,35 +159,44 @@ Keep the tree hash of the new version:
 or `hill 'NAME': no commits yet`; then `nothing changed since the last
 commit`, or one line per change. Files of the git tree are `added`,
 `modified`, `deleted` or `now a blob`; files under `private/` and blobs are
-`added`, `changed` or `removed`, followed by the lock they belong to.
+`added`, `changed` or `removed`, and a symbolic link under `private/` is
+`symlink`, followed by the lock they belong to. A hill with no commits yet
+lists every file as `added`.
 
 With `--json`, one object: `{"hill", "head", "files", "private", "blobs"}`,
 where `head` is the commit id or null and each list holds `[change, path]`
 pairs.""",
         "exit": [
-            (0, "whether or not anything changed"),
-            (2, "no such hill, or a symbolic link in the hill"),
+            (0, "the status was shown; with `--exit-code`, nothing changed since the last commit"),
+            (1, "with `--exit-code`: something changed since the last commit, a file of the tree "
+                "or lock drift (the hill has no commits yet counts as changed)"),
+            (2, "no such hill, or a symbolic link in the hill outside `private/`"),
             (4, "git failed"),
         ],
         "examples": """    $ hills status circle-packing
     hill 'circle-packing' at b4f7c4d59b27
       modified   eval.py
-      added      private/holdout.json  (private.lock)""",
+      added      private/holdout.json  (private.lock)
+
+Commit only when something changed:
+
+    $ hills status my-task --exit-code >/dev/null || hills commit my-task -m "retune\"""",
         "see_also": ["hills-commit(1)", "hills-log(1)", "hills-lock(5)"],
     },
     "log": {
         "arguments": {"name": HILL_ARGUMENT},
-        "output": """One line per version on standard output, newest first: the tree hash and
-the commit id (12 hex digits each), the commit date (ISO 8601), the number
-of official evaluations recorded in the notes of that commit, and the first
-line of the commit message. Before the first commit: `hill 'NAME': no
-commits yet`.
+        "output": """On standard output, a header line `TREE COMMIT DATE EVALS MESSAGE`, then
+one line per version, newest first: the tree hash and the commit id (12 hex
+digits each), the commit date (ISO 8601), the number of official
+evaluations recorded in the notes of that commit, and the first line of the
+commit message. Before the first commit: `hill 'NAME': no commits yet`.
 
 With `--json`, a list of `{"commit", "tree_hash", "date", "message",
 "evals"}`, newest first (empty before the first commit).""",
         "exit": [(0, "the versions were listed"), (2, "no such hill"), (4, "git failed")],
         "examples": """    $ hills log circle-packing
-    f48111974a00  b4f7c4d59b27  2026-11-30T02:22:36+00:00     1 eval(s)  initial
+    TREE          COMMIT        DATE                       EVALS  MESSAGE
+    f48111974a00  b4f7c4d59b27  2026-11-30T02:22:36+00:00      1  initial
 
 The full tree hash of the newest version:
 
@@ -327,16 +338,22 @@ is signed and appended to the attempts log of the hill version, and an
 official one is also added to the git notes of the hill commit.""",
         "exit": [
             (0, "the submission passed (status `passing`)"),
-            (1, "it did not: status `failing` (the evaluator said so, or the frozen unit "
-                "tests failed) or `buggy` (the report is printed), or the evaluation was "
-                "refused: data no longer matches the locks, a symbolic link leaves the "
-                "submission, a command-shape submission holds `problem` or `data`, the hill "
-                "has uncommitted changes (without `--force` or `--current`) or no commit yet, "
-                "or the holdout budget is spent"),
+            (1, "the submission did not pass: status `failing` (the evaluator said so, or the "
+                "frozen unit tests failed) or `buggy` (the report is printed), or the submission "
+                "itself was refused: a symbolic link leaves it, or a command-shape submission "
+                "holds `problem` or `data`; also "
+                "when the private data or a blob changed while the evaluator ran (the score is "
+                "void, the report says `refused`, and the next evaluation exits 5)"),
             (2, "no such hill, DIR is not a folder, an unknown param or a value of the wrong "
                 "type or out of bounds, `--repeat` below 1, a knob refused (not declared, "
                 "out of its range, or no valid `params.json`), `--current` with `--force`, "
                 "or the folder of FILE does not exist"),
+            (5, "the evaluation was refused before scoring, for a reason on the hill's side that "
+                "no other submission would get past: the hill has uncommitted changes (without "
+                "`--force` or `--current`) or no commit yet, its private data or a blob no longer "
+                "matches the locks (the `refused` report is printed and logged), the holdout "
+                "budget is spent, `--final` with `--current` on a hill with a holdout budget, or "
+                "the attempts log is broken"),
             (4, "git or uv failed (for example while building the hill's environment), or "
                 "the hill's `exclusive` resource is busy and `--queue` was not given"),
             (130, "interrupted: Ctrl-C, or SIGTERM or SIGHUP while the evaluator runs; the "
@@ -356,9 +373,11 @@ Five replicates, to see how noisy a score is; then one knob changed:
     $ hills eval my-packing -H circle-packing --repeat 5 -o five.json
     $ hills eval ./candidate -H my-task -k restarts=16 -k init=random
 
-Use the exit status in a loop:
+Use the exit status in a loop: 1 is a verdict on the candidate; 5 (no
+candidate can be scored until the hill is fixed), 4 and 2 stop the loop:
 
-    $ if hills-eval ./candidate -H my-task --json > report.json; then echo passed; fi""",
+    $ hills-eval ./candidate -H my-task --json > report.json
+    $ case $? in 0) echo passed ;; 1) echo "try another" ;; *) exit 1 ;; esac""",
         "see_also": ["hills-report(5)", "hills-verify(1)", "hills-show(1)", "hills-attempts(1)",
                      "hills-rank(1)", "hills-tune(1)", "hill.yaml(5)", "hills-lock(5)"],
     },
@@ -370,7 +389,9 @@ machine with no key yet (no machine state at all), every report is INVALID
 with `no machine key to check it with`, and the machine state folder is
 still absent afterwards.""",
         "output": """For each report, on standard output: `signature valid: HILL @ TREE`
-(12 hex digits, or `working tree`) followed by the verdict with its metrics
+(12 hex digits, or `working tree`; for an object signed by hills-sign(1),
+`self-reported object (hills-sign)`, with `, naming hill 'HILL'` when it
+names one) followed by the verdict with its metrics
 and a line `signed TIMESTAMP by hills VERSION`, which ends with
 `[unofficial: REASON]` for an unofficial report; or one line `signature
 INVALID: ...` saying why: the report was edited or signed on another
@@ -455,10 +476,12 @@ noticed too:
     },
     "attempts": {
         "arguments": {"name": HILL_ARGUMENT},
-        "output": """On standard output: `HILL @ TREE: N attempt(s)`; one line per attempt in
-log order with its seq, timestamp, verdict (`PASSED`, `FAILED`, `BUGGY`,
-`REFUSED` or `INTERRUPTED`) and metrics, the start of the submission hash,
-`(unofficial)` when it applies and the reason when it did not pass; then
+        "output": """On standard output: `HILL @ TREE: N attempt(s)`; when there are any, a
+header line `SEQ TIMESTAMP SUBMISSION RESULT` and one line per attempt in
+log order with its seq, timestamp, the start of the submission hash, the
+verdict (`PASSED`, `FAILED`, `BUGGY`, `REFUSED` or `INTERRUPTED`) and
+metrics, `(unofficial)` when it applies and the reason when it did not
+pass; then
 `best:` and the top report of each comparable group (see hills-rank(1)),
 ending in `; its lead over the runner-up is within the replicate spread:
 noise` when the gap to the second report is no larger than the range
@@ -479,7 +502,8 @@ With `--json`, one object: `{"hill", "tree_hash", "log", "attempts": [{"seq",
         ],
         "examples": """    $ hills attempts circle-packing
     circle-packing @ f48111974a00: 1 attempt(s)
-         0  2026-11-30T02:22:37Z  PASSED   sum_radii=2.54142 (max)  blake3:d02050616c5f
+       SEQ  TIMESTAMP             SUBMISSION           RESULT
+         0  2026-11-30T02:22:37Z  blake3:d02050616c5f  PASSED   sum_radii=2.54142 (max)
     best:
       [n=26  mode=validation] seq 0: PASSED   sum_radii=2.54142 (max) (of 1 passing)
     chain intact: 1 entry""",
@@ -523,11 +547,13 @@ With `--json`, one object: `{"groups": [{"hill", "tree_hash", "primary",
         "more": """Nothing is recomputed: the report is shown as it was signed. The
 signature is checked with this machine's key, as hills-verify(1) does.""",
         "output": """On standard output: `signature valid`, or `signature INVALID (WHY)`;
-then `HILL @ TREE` (12 hex digits, or `working tree`) with the timestamp and,
-for an unofficial report, why. Then indented lines: `status` (the verdict
+then `HILL @ TREE` (12 hex digits, or `working tree`), or `self-reported
+object (hills-sign)` for an object signed by hills-sign(1), with the
+timestamp and, for an unofficial report, why. Then indented lines: `status` (the verdict
 and metrics), `reason` when it did not pass, `submission` (its hash), `git`
 (the submission's branch and commit), `params`, `trial` (the knob values),
-`warning` lines, and `config` (primary entries marked `*`).
+`warning` lines, and `config` (primary entries marked `*`, and `(* =
+primary)` when there are any).
 
 Then, when present: `metrics:`, one line per metric with its value and
 direction and, after replicates, `spread min X max Y MAD Z over N`; `side
@@ -622,6 +648,9 @@ where `best` and `best_params_file` are null when no trial passed.""",
             (2, "no such hill, DIR is not a folder, it has no valid `params.json`, or "
                 "`--budget` or `--parallel` below 1"),
             (4, "`--tuner optuna` without optuna installed (no trial is run), or git or uv failed"),
+            (5, "the first trial's evaluation was refused before scoring (see hills-eval(1), exit "
+                "status 5: uncommitted changes, lock drift...); no other trial is run. A later "
+                "trial refused that way counts as not passed"),
         ],
         "examples": """Spend 20 evaluations, four at a time:
 
@@ -716,10 +745,10 @@ take `--json` for a machine-readable form. A user mistake never shows a
 traceback.""",
     "exit": [
         (0, "success"),
-        (1, "a clear no: a failed check, a submission that did not pass, an INVALID "
-            "signature, a broken chain, a refused evaluation"),
+        (1, "a clear no: a failed check, a submission that did not pass or was refused, an "
+            "INVALID signature, a broken chain"),
         (2, "a usage error: an unknown option or command, a bad argument, a file or hill "
-            "that does not exist"),
+            "that does not exist, or no command at all (the help is printed on standard output)"),
         (3, "an internal error, that is a bug in hills: the traceback is saved under "
             "`$HILLS_HOME/logs/` and one line on standard error names the file"),
         (4, "an environment problem: git or uv missing or failing, a busy exclusive "
@@ -727,6 +756,10 @@ traceback.""",
             "cannot be written: read-only, not the user's, a file where a folder should be "
             "(`HILLS_HOME` included), or on a full disk; the error names the path, and "
             "nothing is left half-written"),
+        (5, "an evaluation refused before scoring for a reason on the hill's side: "
+            "uncommitted changes, no commit yet, lock drift, a spent holdout budget, a "
+            "broken attempts log (see hills-eval(1)); a loop stops here rather than count "
+            "a failed candidate"),
         (130, "interrupted (Ctrl-C)"),
     ],
     "environment": """HILLS_HOME
@@ -993,14 +1026,16 @@ tests, if any, passed too. Only passing reports rank.""",
     "failing": "The evaluator ran and said it did not pass, or the frozen unit tests failed.",
     "buggy": """The evaluation broke: the evaluator crashed, timed out, returned no result or
 one that breaks the contract (a missing `passed`, a metric that is not a finite
-number, an unknown key); a command verifier exited non-zero, exited 0
-without a result, or wrote a bad one; or the frozen unit tests timed out.""",
+number, an unknown key); a command verifier exited non-zero (`reason` quotes
+the last line of its standard error), exited 0 without a result, or wrote a
+bad one; or the frozen unit tests timed out.""",
     "refused": """The evaluation was refused or could not go on: the hill's data no longer
 matches its locks, the submission holds a symbolic link that leaves it (or,
 for a command evaluator, a `problem` or `data` entry), or an environment
 problem stopped it while it ran, such as a hill environment that could not
 be built or a busy exclusive resource. hills-eval(1) prints it and logs it,
-and exits 1, or 4 for an environment problem.""",
+and exits 5 when the hill's data drifted before the run, 4 for an
+environment problem, and 1 otherwise.""",
     "interrupted": """The evaluation was stopped while the evaluator ran: Ctrl-C, SIGTERM or
 SIGHUP, which `reason` names. The evaluator's processes were killed.""",
 }
@@ -1150,9 +1185,12 @@ Reading a lock, hills refuses another version, any key besides `version` and
 `files`, and an entry without an integer `size` and a `blake3:` digest; the
 error names the lock."""),
             ("VERIFICATION", """Before hills-eval(1) runs the evaluator, and again after it, every file in
-HEAD's locks must exist on disk as a regular file with the locked size and
-digest, and `private/` must hold no file the lock does not list. A mismatch
-refuses the evaluation (exit status 1) and names the file. hills-status(1)
+HEAD's locks must exist on disk as a regular file (not a symbolic link, even
+to the same bytes) with the locked size and digest, and `private/` must hold
+no file or link the lock does not list. A mismatch refuses the evaluation
+and names the file: exit status 5 when found before the run (no submission
+can be scored until the data is restored), 1 when found after it (the
+evaluator or the submission changed the data; that score is void). hills-status(1)
 shows the same differences as lock drift."""),
             ("STAT CACHE", """Hashing gigabytes of data on every evaluation would be slow, so digests
 are cached per hill in `$HILLS_HOME/cache/stat/`, in a JSON file named after

@@ -28,9 +28,8 @@ def _finite(value, where):
     return value
 
 
-def normalize_core(value, declared=()):
-    """Check a function evaluator's return value, and its metrics against
-    those hill.yaml `declared` (when it declares any); return the report core."""
+def normalize_core(value):
+    """Check a function evaluator's return value; return the report core."""
     if not isinstance(value, dict):
         raise Malformed(f"eval() must return a dict, got {type(value).__name__}")
     allowed = {"passed", "metrics", "config", "details", "instances", "report"}
@@ -42,9 +41,6 @@ def normalize_core(value, declared=()):
     metrics = value.get("metrics")
     if not isinstance(metrics, list):
         raise Malformed("'metrics' must be a list of {name, value, direction}")
-    if not metrics:
-        # Nothing to rank on: such a report would pass and never compare.
-        raise Malformed("'metrics' is empty: a result reports at least one {name, value, direction}")
     core_metrics = []
     seen = set()
     for index, metric in enumerate(metrics):
@@ -61,7 +57,6 @@ def normalize_core(value, declared=()):
             raise Malformed(f"{where}.direction must be 'max' or 'min', got {metric.get('direction')!r}")
         core_metrics.append({"name": name, "value": _finite(metric.get("value"), f"{where}.value"),
                              "direction": metric["direction"]})
-    _check_declared(core_metrics, declared)
     config = value.get("config", [])
     if not isinstance(config, list):
         raise Malformed("'config' must be a list of {name, value, primary}")
@@ -94,24 +89,6 @@ def normalize_core(value, declared=()):
     return core
 
 
-def _check_declared(metrics, declared):
-    """The same names and directions as hill.yaml declares, in its order:
-    reports rank lexicographically by metrics, so any other list would be
-    compared against reports on different terms."""
-    if not declared:
-        return
-    names = ", ".join(metric["name"] for metric in declared)
-    for index, (got, wanted) in enumerate(zip(metrics, declared)):
-        if got["name"] != wanted["name"]:
-            raise Malformed(f"metrics[{index}] is '{got['name']}', but hill.yaml declares '{wanted['name']}' there "
-                            f"(declared: {names})")
-        if got["direction"] != wanted["direction"]:
-            raise Malformed(f"metrics[{index}] '{got['name']}' has direction '{got['direction']}', but hill.yaml "
-                            f"declares '{wanted['direction']}'")
-    if len(metrics) != len(declared):
-        raise Malformed(f"the result has {len(metrics)} metric(s), but hill.yaml declares {len(declared)} ({names})")
-
-
 def _check_json_finite(value, where):
     if isinstance(value, float) and not math.isfinite(value):
         raise Malformed(f"{where} must be finite, got {value}")
@@ -142,6 +119,18 @@ def tool_identity():
 
 def timestamp():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def subject_line(report):
+    """What a report is about, for its first line: `HILL @ TREE` (12 hex
+    digits, or `working tree`); an object signed by hills-sign is labelled
+    as such rather than passed off as a hill's report."""
+    hill = report.get("hill") if isinstance(report.get("hill"), str) else None
+    tree = report.get("tree_hash") if isinstance(report.get("tree_hash"), str) else None
+    if report.get("trust") == "self-reported":
+        claim = f", naming hill '{hill}'" + (f" @ {tree[:12]}" if tree else "") if hill else ""
+        return "self-reported object (hills-sign)" + claim
+    return f"{hill or '?'} @ {(tree or 'working tree')[:12]}"
 
 
 def summary_line(report):

@@ -1,7 +1,7 @@
 """`hills show`: one report rendered for a person: verdict, metrics with
 their spread, the report block worst segment first, and the instances."""
 
-from .report import summary_line
+from .report import subject_line, summary_line
 
 
 def _number(value):
@@ -45,8 +45,7 @@ def _shaped(report):
 def render(report, verdict_line, emit):
     report = _shaped(report)
     emit(verdict_line)
-    tree = (report.get("tree_hash") or "working tree")[:12]
-    emit(f"{report.get('hill', '?')} @ {tree}  {report.get('timestamp', '')}"
+    emit(f"{subject_line(report)}  {report.get('timestamp', '')}"
          + ("" if report.get("official") else f"  (unofficial: {report.get('official_reason') or report.get('trust')})"))
     emit(f"  status       {summary_line(report)}")
     if report.get("reason"):
@@ -64,7 +63,8 @@ def render(report, verdict_line, emit):
         emit(f"  warning      {warning}")
     if report.get("config"):
         emit("  config       " + "  ".join(f"{c['name']}={_number(c['value'])}{'*' if c.get('primary') else ''}"
-                                         for c in report["config"]) + "   (* = primary)")
+                                         for c in report["config"])
+             + ("   (* = primary)" if any(c.get("primary") for c in report["config"]) else ""))
     spread = report.get("spread") or {}
     direction = "max"
     if report.get("metrics"):

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from . import rank, signing, spaces, state
-from .errors import EnvironmentProblem, UsageError
+from .errors import EXIT_NOT_SCORED, EnvironmentProblem, NotScored, UsageError
 
 
 def load_declaration(submission):
@@ -93,8 +93,18 @@ def run_trial(hill_path, submission, values, params, final, env):
     try:
         report = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        message = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
-        return None, message
+        report = None
+    if done.returncode == EXIT_NOT_SCORED:
+        # The hill allows no score (uncommitted changes, lock drift...): no
+        # other trial would get one either.
+        lines = done.stderr.splitlines()
+        message = next((line[7:] for line in lines if line.startswith("error: ")), "the eval was refused")
+        hint = next((line[6:] for line in lines if line.startswith("hint: ")), None)
+        refusal = NotScored(message, hint=hint)
+        refusal.report = report
+        raise refusal
+    if report is None:
+        return None, (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
     return report, None
 
 
@@ -145,7 +155,10 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
 
     def one(asked):
         index, handle, values = asked
-        report, error = run_trial(hill.path, submission, values, params, final, env)
+        try:
+            report, error = run_trial(hill.path, submission, values, params, final, env)
+        except NotScored as exc:  # the hill changed under the tuner: this trial has no score
+            report, error = exc.report, exc.message
         return index, handle, values, report, error
 
     remaining = list(range(1, budget))

@@ -41,7 +41,7 @@ def check(paths, key=None):
 def render(results, out=None, err=None):
     """Print one verdict per report; return the exit code: 1 if any is
     INVALID, 2 if any file could not be read as a report at all."""
-    from .report import summary_line
+    from .report import subject_line, summary_line
 
     # Looked up per call: a default bound at import would miss a redirected stdout.
     out = out or sys.stdout
@@ -51,8 +51,7 @@ def render(results, out=None, err=None):
     for path, ok, reason, report in results:
         label = f"  ({path})" if len(results) > 1 else ""
         if ok:
-            tree = (report.get("tree_hash") or "working tree")[:12]
-            out.write(f"signature valid: {report.get('hill', '?')} @ {tree}{label}\n")
+            out.write(f"signature valid: {subject_line(report)}{label}\n")
             if "metrics" in report:
                 out.write(f"  {summary_line(report)}\n")
             tool = report.get("tool") or {}
@@ -63,7 +62,8 @@ def render(results, out=None, err=None):
             # Not a report (missing, not JSON): a usage error, not a verdict.
             worst = 2
             out.flush()
-            err.write(f"error: {reason}\n")
+            err.write(f"error: {reason}\nhint: pass a report as 'hills eval -o FILE' writes it, "
+                      "or '-' to read one on standard input\n")
         else:
             worst = max(worst, 1)
             if reason == "no signature":
@@ -88,7 +88,7 @@ def fast_main(paths):
             return 2
         return render(check(paths))
     except HillsError as exc:
-        sys.stderr.write(f"error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint or 'see ' + repr('hills verify --help')}\n")
         return exc.exit_code
     except BrokenPipeError:
         return 0

@@ -133,6 +133,7 @@ def make_command_hill(name, *, timeout=10, extra="", files=None, message="first"
         child.unlink()
     content = {
         "hill.yaml": command_yaml(name, timeout=timeout, extra=extra),
+        "README.md": f"# {name}\n\nPrint the number the verifier asks for.\n",
         "verifier.sh": VERIFIER_SH,
         "verify.py": VERIFY_PY,
         "data/info.txt": "the hill's data\n",

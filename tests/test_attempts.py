@@ -67,6 +67,11 @@ def test_intact_history_shows_attempts_best_and_chain(log):
     result = hills("attempts", "tried")
     assert result.code == 0, result.output
     assert "tried @ " in result.out and "3 attempt(s)" in result.out
+    lines = result.out.splitlines()
+    assert lines[1] == "   SEQ  TIMESTAMP             SUBMISSION           RESULT"
+    # Every column starts where its header does.
+    for line in lines[2:5]:
+        assert line[6] == " " and line[8:28].endswith("Z") and line[30:37] == "blake3:" and line[51:57] == "PASSED"
     assert "chain intact: 3 entries" in result.out
     best = result.out.split("best:")[1]
     assert "seq 1" in best and "total=3" in best and "(of 3 passing)" in best
@@ -135,8 +140,9 @@ def test_eval_refuses_to_extend_a_broken_chain(log, tmp_path):
     lines[-1] = lines[-1].replace(b'"value":2.0', b'"value":20.0')
     write_lines(log, lines)
     result = hills("eval", submission(tmp_path / "s", {"score.txt": "5"}), "-H", "tried")
-    assert result.code == 1, result.output
+    assert result.code == 5, result.output
     assert "line 3" in result.err and "refusing to extend a broken chain" in result.err
+    assert "hint: " in result.err
     assert lines_of(log) == lines
 
 

@@ -62,7 +62,8 @@ def test_a_bare_number_is_a_score(cmd, tmp_path):
     ("instances-list", ["'instances' must be an object", "a list"]),
     ("list", ["the result must be a finite number", "a list"]),
     ("noresult", ["exited 0 without writing", "contract violation"]),
-    ("exit3", ["exit code 3", "buggy", "stderr.log"]),
+    # The verifier's last word on stderr is the reason it gives.
+    ("exit3", ["the verifier failed (exit code 3): the verifier gives up; see stderr.log"]),
 ])
 def test_each_bad_result_is_buggy_with_its_own_reason(cmd, tmp_path, case, words):
     result = hills("eval", candidate(tmp_path / "sub", case=case), "-H", HILL)

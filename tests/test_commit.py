@@ -67,7 +67,7 @@ def test_same_files_same_tree_hash_anywhere(project, hermetic, tmp_path, monkeyp
 
 
 def test_hills_commit_executable_and_git_hill_agree(project):
-    assert run_cli("new", "demo").code == 0
+    assert run_cli("new", "demo", "-t", "circle-packing").code == 0
     result = run_bin("hills-commit", "demo", "-m", "through hills-commit", cwd=project)
     assert result.code == 0, result.output
     tree_hash, commit_id = result.out.split()

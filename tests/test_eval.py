@@ -151,9 +151,9 @@ def test_params_are_typed_and_passed(scored, tmp_path):
     ("n=0", ["param 'n' must be in [1, 100]"]),
     ("tolerance=1", ["param 'tolerance' must be in"]),
     ("n=seven", ["param 'n' expects an int", "'seven'"]),
-    ("n=2.5", ["param 'n' expects an int"]),
+    ("n=2.5", ["-p 'n=2.5': param 'n' expects an int", "hint: 'hills describe scored' lists the params"]),
     ("tolerance=much", ["param 'tolerance' expects a float"]),
-    ("n", ["-p 'n': expected NAME=VALUE"]),
+    ("n", ["-p 'n': expected NAME=VALUE", "hint: for example -p n=VALUE"]),
 ])
 def test_bad_params_are_usage_errors(scored, tmp_path, param, words):
     log = attempts_log("scored", tree_of(scored))
@@ -163,7 +163,16 @@ def test_bad_params_are_usage_errors(scored, tmp_path, param, words):
     assert result.out == ""
     for word in words:
         assert word in result.err
+    assert len(result.err.splitlines()) == 2 and result.err.splitlines()[1].startswith("hint: ")
     assert (len(log_entries(log)) if log.exists() else 0) == lines_before
+
+
+@pytest.mark.parametrize("prog, words", [("hills", "hills eval"), ("hills-eval", "hills-eval")])
+def test_an_option_without_its_value_hints_at_the_help(scored, tmp_path, prog, words):
+    args = ("eval",) if prog == "hills" else ()
+    result = hills(*args, scoring(tmp_path, 1), "-H", "scored", "-p", prog=prog)
+    assert result.code == 2, result.output
+    assert result.err.splitlines() == ["error: option '-p' requires an argument", f"hint: see '{words} --help'"]
 
 
 def test_unknown_hill_and_missing_submission_are_usage_errors(scored, tmp_path):
@@ -189,7 +198,7 @@ def test_dirty_hill_is_refused_force_scores_head_and_current_is_unofficial(score
     readme.write_text(original + "\nan uncommitted line\n")
     try:
         refused = hills("eval", scoring(tmp_path, 1), "-H", "scored")
-        assert refused.code == 1, refused.output
+        assert refused.code == 5, refused.output  # refused before scoring: no verdict on the candidate
         assert "error: hill 'scored' has uncommitted changes (README.md)" in refused.err
         assert "--force" in refused.err and "--current" in refused.err
 
@@ -306,10 +315,11 @@ def test_final_evals_are_counted_against_the_budget(module_machine, tmp_path):
         assert result.report["final"] is True
         assert result.report["config"][0] == {"name": "mode", "value": "holdout", "primary": True}
     spent = hills("eval", folder, "-H", "holdout", "--final")
-    assert spent.code == 1, spent.output
+    assert spent.code == 5, spent.output
     assert "the holdout budget of hill 'holdout' is spent: 2 of 2" in spent.err
+    assert "hint: evals without --final still score" in spent.err
     assert hills("eval", folder, "-H", "holdout").code == 0
     # A look at the holdout is a look: --current cannot go around the budget.
     current = hills("eval", folder, "-H", "holdout", "--final", "--current")
-    assert current.code == 2, current.output
-    assert "--final needs a committed version, not --current" in current.err
+    assert current.code == 5, current.output
+    assert "--final needs a committed version, not --current" in current.err and "hint: " in current.err

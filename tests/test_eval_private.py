@@ -60,7 +60,7 @@ def test_edited_private_file_is_refused_by_name(secret, guess):
     answer.write_text("42\n")
     try:
         result = hills("eval", guess, "-H", "secret")
-        assert result.code == 1, result.output
+        assert result.code == 5, result.output  # drift before the run: no candidate can be scored
         assert "error: 'private/answer.txt' does not match private.lock" in result.err
         refused = json.loads(result.out)  # a refusal is a report too, logged and printed
         assert refused["status"] == "refused" and "private/answer.txt" in refused["reason"]
@@ -74,14 +74,14 @@ def test_added_and_removed_private_files_are_refused_by_name(secret, guess):
     added.write_text("not frozen\n")
     try:
         result = hills("eval", guess, "-H", "secret")
-        assert result.code == 1 and "'private/new.txt' is not listed in private.lock" in result.err
+        assert result.code == 5 and "'private/new.txt' is not listed in private.lock" in result.err
     finally:
         added.unlink()
     table = secret / "private" / "extra" / "table.csv"
     table.unlink()
     try:
         result = hills("eval", guess, "-H", "secret")
-        assert result.code == 1 and "'private/extra/table.csv' is listed in private.lock but missing" in result.err
+        assert result.code == 5 and "'private/extra/table.csv' is listed in private.lock but missing" in result.err
     finally:
         table.write_text(PRIVATE_FILES["extra/table.csv"])
     assert hills("eval", guess, "-H", "secret").code == 0
@@ -95,6 +95,43 @@ def test_private_file_changed_by_the_evaluator_is_an_error_naming_it(module_mach
     logged = last_report("drifter", tree_of(drifter))
     assert logged["status"] == "refused" and logged["passed"] is False
     assert "private/x" in logged["reason"]
+    # Found after the run, the drift voids that score (1); the next eval
+    # finds it before scoring, where no candidate can get past it (5).
+    again = hills("eval", submission(tmp_path / "sub2", {"a.txt": "1"}), "-H", "drifter")
+    assert again.code == 5, again.output
+    assert "error: 'private/x' does not match private.lock" in again.err
+    assert json.loads(again.out)["status"] == "refused"
+
+
+def test_a_locked_file_replaced_by_a_symlink_is_drift_like_any_other(secret, guess, tmp_path):
+    answer = secret / "private" / "answer.txt"
+    copy = tmp_path / "answer-copy.txt"
+    copy.write_text(PRIVATE_FILES["answer.txt"])  # the same bytes: the link itself is the drift
+    answer.unlink()
+    answer.symlink_to(copy)
+    try:
+        result = hills("eval", guess, "-H", "secret")
+        assert result.code == 5, result.output
+        assert "error: 'private/answer.txt' is listed in private.lock but is now a symbolic link" in result.err
+        assert "hint: put the plain file back" in result.err
+        refused = json.loads(result.out)
+        assert refused["status"] == "refused" and "symbolic link" in refused["reason"]
+        assert last_report("secret", tree_of(secret))["run_id"] == refused["run_id"]
+        status = hills("status", "secret", "--exit-code")
+        assert status.code == 1, status.output
+        assert "  symlink    private/answer.txt  (private.lock)" in status.out.splitlines()
+    finally:
+        answer.unlink()
+        answer.write_text(PRIVATE_FILES["answer.txt"])
+    link = secret / "private" / "extra" / "more.csv"
+    link.symlink_to(secret / "private" / "extra" / "table.csv")
+    try:
+        result = hills("eval", guess, "-H", "secret")
+        assert result.code == 5, result.output
+        assert "error: 'private/extra/more.csv' is a symbolic link" in result.err
+    finally:
+        link.unlink()
+    assert hills("eval", guess, "-H", "secret").code == 0
 
 
 def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
@@ -125,7 +162,9 @@ def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
     shown = hills("log", "crowd", "--json")
     assert shown.code == 0, shown.output
     assert [version["evals"] for version in json.loads(shown.out)] == [16]
-    assert "16 eval(s)" in hills("log", "crowd").out
+    header, version = hills("log", "crowd").out.splitlines()
+    assert header.split() == ["TREE", "COMMIT", "DATE", "EVALS", "MESSAGE"]
+    assert version.split()[3] == "16"
 
     attempts = hills("attempts", "crowd")
     assert attempts.code == 0 and "chain intact: 16 entries" in attempts.out

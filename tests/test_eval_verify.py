@@ -96,6 +96,7 @@ def test_a_file_that_is_not_a_report_is_a_usage_error_naming_it(report_file, tmp
 def test_missing_report_is_a_usage_error(report_file, tmp_path):
     result = real("hills", "verify", tmp_path / "gone.json")
     assert result.code == 2 and "does not exist" in result.err and "gone.json" in result.err
+    assert "hint: pass a report" in result.err
     assert hills("verify").code == 2
 
 
@@ -111,6 +112,10 @@ def test_hills_sign_is_unofficial_and_self_reported(report_file):
     result = real("hills", "verify", target)
     assert result.code == 0, result.output
     assert "signature valid" in result.out and "unofficial" in result.out
+    # Not passed off as a hill's report, nor shown as '? @ working tree'.
+    assert result.out.splitlines()[0] == "signature valid: self-reported object (hills-sign)"
+    shown = real("hills", "show", target)
+    assert shown.code == 0 and shown.out.splitlines()[1].startswith("self-reported object (hills-sign)  ")
     again = real("hills-sign", "--verify", target)
     assert again.code == 0 and again.out == result.out
     assert real("hills-sign", "--verify", report_file).code == 0
@@ -121,6 +126,15 @@ def test_hills_sign_refuses_what_is_not_an_object(report_file):
     assert result.code == 2 and "JSON object" in result.err
     result = real("hills-sign", input="{broken")
     assert result.code == 2 and "'<stdin>' is not valid JSON" in result.err
+    assert "hint: hills-sign reads one JSON object on stdin" in result.err
+
+
+@pytest.mark.parametrize("argv", [["hills-sign", "--verify"], ["hills", "sign", "--verify"]])
+def test_hills_sign_verify_without_a_report_says_what_to_pass(report_file, argv):
+    result = real(*argv)
+    assert result.code == 2, result.output
+    assert result.err.splitlines() == ["error: option '--verify' requires an argument",
+                                       f"hint: see '{' '.join(argv[:-1])} --help'"]
 
 
 def test_hills_sign_cannot_make_an_official_report_from_an_official_one(report_file):
@@ -128,6 +142,12 @@ def test_hills_sign_cannot_make_an_official_report_from_an_official_one(report_f
     assert signed.code == 0, signed.output
     report = json.loads(signed.out)
     assert report["official"] is False and report["trust"] == "self-reported"
+    target = report_file.parent / "resigned.json"
+    target.write_text(signed.out)
+    verified = real("hills", "verify", target)
+    assert verified.code == 0, verified.output
+    assert verified.out.splitlines()[0] == ("signature valid: self-reported object (hills-sign), "
+                                            f"naming hill 'verified' @ {report['tree_hash'][:12]}")
 
 
 def test_racing_first_uses_create_one_key(module_machine, tmp_path):

@@ -262,3 +262,41 @@ def test_git_runs_git_hill(exe_env):
     code, out, err = _run(exe_env, "git", "hill", "eval", "--help")
     assert code == 0, err
     assert out.startswith("Usage: git hill eval ")
+
+
+@pytest.mark.parametrize("argv, group", [(["hills"], cli.main_group), (["git-hill"], cli.main_group),
+                                         (["hills-chain"], CHAIN)], ids=["hills", "git-hill", "hills-chain"])
+def test_no_command_prints_the_help_whole_and_exits_2(exe_env, argv, group):
+    code, out, err = _run(dict(exe_env, COLUMNS="60"), *argv)
+    assert code == 2, err
+    assert err == "" and out.startswith("Usage: ") and "error:" not in out
+    # Each command's first sentence whole, wrapped under a narrow terminal, never cut with "...".
+    assert "..." not in out.split("\n", 1)[1]
+    flat = " ".join(out.split())
+    for name, command in group.commands.items():
+        if not command.hidden:
+            assert f" {name} {command.get_short_help_str(limit=1000)}" in flat, name
+    assert max(len(line) for line in out.splitlines()) <= 60
+
+
+# ---------------------------------------------------------------- the error funnel
+
+@pytest.mark.parametrize("argv, prog, hint", [
+    (["chain", "verify", "log.jsonl", "--head", "{"], "hills", "hint: see 'hills chain verify --help'"),
+    (["verify", "--nope"], "hills", "hint: see 'hills verify --help'"),
+    (["-k", "x", "."], "hills-eval", "hint: see 'hills-eval --help'"),
+    (["no-such-verb"], "git-hill", "hint: see 'git hill --help'"),
+])
+def test_an_error_without_a_hint_of_its_own_points_at_the_help(tmp_path, argv, prog, hint):
+    from conftest import run_cli
+
+    result = run_cli(*argv, prog=prog)
+    assert result.code == 2, result.output
+    lines = result.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1] == hint
+
+
+def test_every_click_path_error_has_a_hint_line():
+    assert cli._help_hint(cli.main_group, ["chain", "show", "--json"], "hills") == "see 'hills chain show --help'"
+    assert cli._help_hint(cli.main_group, ["--bogus"], "git hill") == "see 'git hill --help'"
+    assert cli._help_hint(cli.COMMANDS["eval"], ["x"], "hills-eval") == "see 'hills-eval --help'"

@@ -116,7 +116,7 @@ def test_bin_without_dependencies_exits_4_naming_the_package(bare_python, argv):
 
 @pytest.mark.parametrize("module, package", [("ruamel.yaml", "ruamel.yaml"), ("blake3", "blake3")])
 def test_a_dependency_missing_inside_a_command_exits_4(project, monkeypatch, module, package):
-    created = run_cli("new", "lacking")
+    created = run_cli("new", "lacking", "-t", "circle-packing")
     assert created.code == 0, created.output
     (Path(created.out.strip()) / "private").mkdir(exist_ok=True)
     (Path(created.out.strip()) / "private" / "answers.txt").write_text("42\n", encoding="utf-8")

@@ -347,3 +347,19 @@ def test_bin_packing_final_scores_the_private_instances(project, tmp_path):
     assert report["final"] is True
     assert report["metrics"][0]["value"] == mean_bins(hill_dir / "private" / "holdout")
     assert "instances" not in report
+
+
+def test_a_bin_packing_submission_without_solution_py_is_told_so(project, tmp_path):
+    assert run_cli("new", "bp", "-t", "bin-packing").code == 0
+    assert run_cli("commit", "bp", "-m", "first").code == 0
+    empty = tmp_path / "no-solution"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("pack() is in another file\n")
+    result, report = eval_json(empty, "-H", "bp")
+    assert result.code == 1, result.err
+    assert report["status"] == "buggy"
+    assert report["reason"].startswith("the verifier failed (exit code 1): the submission has no solution.py; "
+                                       "it must hold one that defines pack(items, capacity); see stderr.log")
+    shown = run_cli("eval", str(empty), "-H", "bp")
+    assert shown.code == 1
+    assert "reason       the verifier failed (exit code 1): the submission has no solution.py" in shown.err

@@ -215,6 +215,7 @@ def test_a_knob_outside_its_range_is_refused_with_the_range(knobs_hill, tmp_path
     result = hills("eval", knob_sub(tmp_path / "sub"), "-H", HILL, "-k", knob)
     assert result.code == 2, result.output
     assert f"error: {words}" in result.err
+    assert "\nhint: " in result.err
     assert result.out == ""
     assert len(log_entries(attempts_log(HILL, tree_of(knobs_hill)))) == before
 
@@ -275,6 +276,23 @@ def test_tune_json_names_each_trial_and_the_best(knobs_hill, tmp_path):
     best_value = max(trial["metrics"][0]["value"] for trial in data["trials"])
     assert data["best"]["metrics"][0]["value"] == best_value
     assert data["best"]["report"]["signature"].startswith("hmac-sha256:")
+
+
+def test_tune_spends_no_trial_when_the_hill_allows_no_score(knobs_hill, tmp_path):
+    readme = knobs_hill / "README.md"
+    original = readme.read_text()
+    log = attempts_log(HILL, tree_of(knobs_hill))
+    before = len(log_entries(log)) if log.exists() else 0
+    readme.write_text(original + "\nAn uncommitted line.\n")
+    try:
+        result = hills("tune", knob_sub(tmp_path / "cand"), "-H", HILL, "--budget", "5")
+    finally:
+        readme.write_text(original)
+    assert result.code == 5, result.output
+    assert result.error_lines == [f"error: hill '{HILL}' has uncommitted changes (README.md)"]
+    assert "hint: commit them" in result.err and "trial " not in result.err
+    assert (len(log_entries(log)) if log.exists() else 0) == before
+    assert not (tmp_path / "cand.best-params.json").exists()
 
 
 def test_tune_needs_a_declaration(knobs_hill, tmp_path):

@@ -109,6 +109,32 @@ def test_verify_names_missing_and_added_files(data_dir):
     assert caught.value.message == "'private/a.txt' is listed in private.lock but missing on disk"
 
 
+@pytest.mark.parametrize("lock_name, rel", [(locks.PRIVATE_LOCK, "private/a.txt"), (locks.BLOBS_LOCK, "weights.bin")])
+def test_a_locked_file_replaced_by_a_link_to_the_same_bytes_is_refused(data_dir, tmp_path, lock_name, rel):
+    folder, _contents = data_dir
+    (folder / "weights.bin").write_bytes(b"\0" * 64)
+    expected = locks.hash_files(str(folder), [rel])
+    copy = tmp_path / "copy"
+    copy.write_bytes((folder / rel).read_bytes())
+    (folder / rel).unlink()
+    (folder / rel).symlink_to(copy)
+    with pytest.raises(Refused) as caught:
+        locks.verify_disk(str(folder), lock_name, expected, locks.StatCache(str(folder)))
+    assert caught.value.message == f"'{rel}' is listed in {lock_name} but is now a symbolic link"
+    assert caught.value.hint == "put the plain file back in its place: a hill holds no links"
+
+
+def test_a_link_added_to_private_is_refused_as_drift(data_dir):
+    folder, _contents = data_dir
+    expected = locks.hash_files(str(folder), locks.walk_private(str(folder)))
+    (folder / "private" / "link").symlink_to(folder / "private" / "a.txt")
+    with pytest.raises(Refused) as caught:  # not UsageError: it is drift, as hills-eval reports it
+        locks.verify_disk(str(folder), locks.PRIVATE_LOCK, expected, locks.StatCache(str(folder)))
+    assert caught.value.message == "'private/link' is a symbolic link" and caught.value.hint
+    links = []
+    assert "private/link" not in locks.walk_private(str(folder), links) and links == ["private/link"]
+
+
 def tamper(cache_path, change):
     document = json.loads(cache_path.read_text())
     change(document)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import git, run_cli
-from hills import manifest
+from hills import check, manifest
 from hills.errors import UsageError
 
 # (what is broken, edit applied to the circle-packing hill.yaml, words the FAIL line must hold)
@@ -133,7 +133,7 @@ def test_check_passes_on_a_good_hill(hill):
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
     names = [line.split()[1] for line in checked.out.splitlines() if line.strip().startswith("ok")]
-    assert names == ["manifest", "layout", "dependencies", "evaluator", "tests", "isolation"]
+    assert names == ["manifest", "layout", "readme", "dependencies", "evaluator", "tests", "isolation"]
     assert checked.out.rstrip().endswith("circle-packing: all checks passed")
 
 
@@ -142,7 +142,29 @@ def test_nothing_to_commit(hill):
     committed = run_cli("commit", "circle-packing", "-m", "again")
     assert committed.code == 1
     assert committed.error_lines == [f"error: nothing to commit: hill 'circle-packing' is unchanged since {head[:12]}"]
+    assert "hint: change the hill first; 'hills status circle-packing' shows what changed" in committed.err
     assert committed.out == ""
+
+
+def test_the_default_template_note_to_the_author_fails_check_and_commit(project):
+    created = run_cli("new", "demo")
+    assert created.code == 0, created.output
+    assert "hint: write the task in .hills/demo/README.md" in created.err
+    readme = project / ".hills" / "demo" / "README.md"
+    assert check.AUTHOR_NOTE in readme.read_text()
+    checked = run_cli("check", "demo", "--no-tests")
+    assert checked.code == 1, checked.output
+    assert fail_lines(checked) == ["FAIL  readme              README.md still holds the template's note for the "
+                                   "hill's author (the <!-- ... --> block): write the task there and delete the note"]
+    # The checks after it still ran: the author sees everything at once.
+    assert "evaluator contract" in checked.out
+    committed = run_cli("commit", "demo", "-m", "as generated")
+    assert committed.code == 1
+    assert committed.error_lines[0].startswith("error: hill 'demo' failed check 'readme': README.md still holds")
+    assert git(readme.parent, "rev-parse", "--verify", "-q", "refs/heads/main").code != 0
+    readme.write_text("# demo\n\nFind a number as large as you can; answer.txt holds it.\n")
+    assert run_cli("check", "demo", "--no-tests").code == 0
+    assert run_cli("commit", "demo", "-m", "the task written").code == 0
 
 
 def test_empty_commit_message_is_a_usage_error(hill):

@@ -54,6 +54,41 @@ def test_status_shows_changes_and_lock_drift(committed_hill):
     assert git(hill, "status", "--porcelain", "--", "private.lock").out == ""
 
 
+def test_status_exit_code_says_whether_anything_changed(committed_hill):
+    hill = committed_hill
+    (hill / "private").mkdir()
+    answer = hill / "private" / "answer.txt"
+    answer.write_text("42\n")
+    assert run_cli("commit", "circle-packing", "-m", "held-out data").code == 0
+    clean = run_cli("status", "circle-packing", "--exit-code")
+    assert clean.code == 0 and clean.out.splitlines()[1] == "nothing changed since the last commit"
+    assert run_cli("status", "circle-packing", "--exit-code", "--json").code == 0
+
+    readme = hill / "README.md"
+    original = readme.read_text()
+    readme.write_text(original + "\nOne more line.\n")
+    changed = run_cli("status", "circle-packing", "--exit-code")
+    assert changed.code == 1, changed.output
+    assert changed.out.splitlines()[1:] == ["  modified   README.md"] and changed.err == ""
+    assert run_cli("status", "circle-packing", "--exit-code", "--json").code == 1
+    assert run_cli("status", "circle-packing").code == 0  # without --exit-code: 0 either way
+    readme.write_text(original)
+
+    answer.write_text("43\n")  # lock drift alone counts too
+    drifted = run_bin("git", "hill", "status", "circle-packing", "--exit-code", cwd=hill)
+    assert drifted.code == 1, drifted.output
+    assert drifted.out.splitlines()[1:] == ["  changed    private/answer.txt  (private.lock)"]
+    answer.write_text("42\n")
+    assert run_cli("status", "circle-packing", "--exit-code").code == 0
+
+
+def test_status_exit_code_before_the_first_commit(project):
+    assert run_cli("new", "demo").code == 0
+    result = run_cli("status", "demo", "--exit-code")
+    assert result.code == 1, result.output
+    assert result.out.splitlines()[0] == "hill 'demo': no commits yet"
+
+
 def test_log_lists_versions_newest_first(committed_hill):
     hill = committed_hill
     first_tree = git(hill, "rev-parse", "HEAD^{tree}").out.strip()
@@ -70,10 +105,11 @@ def test_log_lists_versions_newest_first(committed_hill):
     text = run_cli("log", "circle-packing")
     assert text.code == 0
     lines = text.out.splitlines()
-    assert len(lines) == 2
-    assert lines[0] == (f"{second_tree[:12]}  {second_commit[:12]}  2026-01-01T00:00:00+00:00     0 eval(s)  "
-                        "clarify the task")
-    assert lines[1].endswith("0 eval(s)  first version")
+    assert lines == [
+        "TREE          COMMIT        DATE                       EVALS  MESSAGE",
+        f"{second_tree[:12]}  {second_commit[:12]}  2026-01-01T00:00:00+00:00      0  clarify the task",
+        f"{first_tree[:12]}  {versions[1]['commit'][:12]}  2026-01-01T00:00:00+00:00      0  first version",
+    ]
 
 
 def test_log_without_commits(project):
@@ -164,7 +200,7 @@ def test_current_scores_a_hill_before_its_first_commit(project):
     assert created.code == 0, created.output
     example = project / ".hills" / "draft" / "examples" / "grid"
     refused = run_cli("eval", str(example), "-H", "draft")
-    assert refused.code == 1
+    assert refused.code == 5
     assert refused.error_lines == ["error: hill 'draft' has no commits yet"]
     assert "--current" in refused.err
     scored = run_cli("eval", str(example), "-H", "draft", "--current")

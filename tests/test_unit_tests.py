@@ -88,7 +88,7 @@ def test_the_frozen_copy_is_used_even_when_the_working_tests_are_edited(frozen, 
     try:
         sub = candidate(tmp_path / "sub", solution="print(-1)\n")
         dirty = hills("eval", sub, "-H", HILL)
-        assert dirty.code == 1 and "uncommitted changes" in dirty.err
+        assert dirty.code == 5 and "uncommitted changes" in dirty.err
         forced = hills("eval", sub, "-H", HILL, "--force")
         assert forced.code == 1, forced.output
         assert forced.report["status"] == "failing" and forced.report["forced"] is True

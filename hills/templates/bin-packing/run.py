@@ -13,6 +13,9 @@ import binpacking
 
 def main():
     solution = os.environ.get("HILLS_SOLUTION", "solution.py")
+    if not os.path.isfile(solution):
+        raise SystemExit("error: the submission has no solution.py; it must hold one that defines "
+                         "pack(items, capacity)")
     spec = importlib.util.spec_from_file_location("solution", solution)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(solution)))

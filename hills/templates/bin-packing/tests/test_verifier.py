@@ -17,10 +17,12 @@ import binpacking  # noqa: E402
 
 def run_verifier(tmp_path, solution_text, split="validation"):
     """verifier.sh as `hills eval` runs it: in a copy of the submission,
-    ./problem linked to the hill. Returns (exit code, result or None, stderr)."""
+    ./problem linked to the hill. Returns (exit code, result or None, stderr).
+    A `solution_text` of None leaves solution.py out."""
     work = tmp_path / "submission"
     work.mkdir()
-    (work / "solution.py").write_text(solution_text)
+    if solution_text is not None:
+        (work / "solution.py").write_text(solution_text)
     (work / "problem").symlink_to(HILL)
     (work / "data").symlink_to(HILL / "data")
     result = tmp_path / "result.json"
@@ -77,6 +79,13 @@ def test_an_overfull_bin_fails_the_eval(tmp_path):
     code, result, stderr = run_verifier(tmp_path, solution)
     assert code == 1 and result is None
     assert "over the capacity" in stderr
+
+
+def test_a_submission_without_solution_py_is_told_so(tmp_path):
+    code, result, stderr = run_verifier(tmp_path, None)
+    assert code == 1 and result is None
+    assert stderr.strip().splitlines()[-1] == ("error: the submission has no solution.py; it must hold one "
+                                               "that defines pack(items, capacity)")
 
 
 def test_a_result_left_by_the_solution_is_not_trusted(tmp_path):
