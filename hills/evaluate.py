@@ -311,7 +311,7 @@ def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, fi
     if not message.get("ok"):
         return None, "buggy", f"eval() raised {message.get('error', 'an error')}", outcome
     try:
-        core = report_module.normalize_core(message.get("value"))
+        core = report_module.normalize_core(message.get("value"), spec["metrics"])
     except report_module.Malformed as exc:
         return None, "buggy", f"malformed result: {exc}", outcome
     status = "passing" if core["passed"] else "failing"

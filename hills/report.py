@@ -28,8 +28,9 @@ def _finite(value, where):
     return value
 
 
-def normalize_core(value):
-    """Check a function evaluator's return value; return the report core."""
+def normalize_core(value, declared=()):
+    """Check a function evaluator's return value, and its metrics against
+    those hill.yaml `declared` (when it declares any); return the report core."""
     if not isinstance(value, dict):
         raise Malformed(f"eval() must return a dict, got {type(value).__name__}")
     allowed = {"passed", "metrics", "config", "details", "instances", "report"}
@@ -41,6 +42,9 @@ def normalize_core(value):
     metrics = value.get("metrics")
     if not isinstance(metrics, list):
         raise Malformed("'metrics' must be a list of {name, value, direction}")
+    if not metrics:
+        # Nothing to rank on: such a report would pass and never compare.
+        raise Malformed("'metrics' is empty: a result reports at least one {name, value, direction}")
     core_metrics = []
     seen = set()
     for index, metric in enumerate(metrics):
@@ -57,6 +61,7 @@ def normalize_core(value):
             raise Malformed(f"{where}.direction must be 'max' or 'min', got {metric.get('direction')!r}")
         core_metrics.append({"name": name, "value": _finite(metric.get("value"), f"{where}.value"),
                              "direction": metric["direction"]})
+    _check_declared(core_metrics, declared)
     config = value.get("config", [])
     if not isinstance(config, list):
         raise Malformed("'config' must be a list of {name, value, primary}")
@@ -87,6 +92,24 @@ def normalize_core(value):
         _check_json_finite(value["report"], "report")
         core["report"] = value["report"]
     return core
+
+
+def _check_declared(metrics, declared):
+    """The same names and directions as hill.yaml declares, in its order:
+    reports rank lexicographically by metrics, so any other list would be
+    compared against reports on different terms."""
+    if not declared:
+        return
+    names = ", ".join(metric["name"] for metric in declared)
+    for index, (got, wanted) in enumerate(zip(metrics, declared)):
+        if got["name"] != wanted["name"]:
+            raise Malformed(f"metrics[{index}] is '{got['name']}', but hill.yaml declares '{wanted['name']}' there "
+                            f"(declared: {names})")
+        if got["direction"] != wanted["direction"]:
+            raise Malformed(f"metrics[{index}] '{got['name']}' has direction '{got['direction']}', but hill.yaml "
+                            f"declares '{wanted['direction']}'")
+    if len(metrics) != len(declared):
+        raise Malformed(f"the result has {len(metrics)} metric(s), but hill.yaml declares {len(declared)} ({names})")
 
 
 def _check_json_finite(value, where):

@@ -10,7 +10,8 @@ import signal
 import pytest
 
 from conftest import new_and_commit, run_bin, run_cli
-from eval_fixtures import last_report, make_hill, notes_lines, submission, tree_of
+from command_fixtures import command_yaml
+from eval_fixtures import last_report, make_hill, notes_lines, on_machine, submission, tree_of
 from hills import manifest, spaces
 from hills.errors import UsageError
 
@@ -233,3 +234,81 @@ def test_a_params_json_that_is_not_a_file_is_never_opened_for_reading(tmp_path):
         declaration, warning = spaces.load(str(tmp_path))
     assert declaration is None
     assert warning == "params.json is not a regular file; scored on the submission's own defaults"
+
+
+# ---------------------------------------------------------------- metrics other than the declared ones
+
+# A function evaluator that reports the metrics the submission's metrics.json
+# lists, on a hill whose hill.yaml declares `total` (max) then `time` (min).
+LISTED_METRICS_EVAL = """\
+    import json
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        metrics = json.loads((Path(submission) / "metrics.json").read_text())
+        return {"passed": True, "metrics": metrics, "config": [], "details": {}}
+    """
+DECLARED = "metrics:\n  - {name: total, direction: max}\n  - {name: time, direction: min}\n"
+TOTAL, TIME = ({"name": "total", "value": 1.0, "direction": "max"},
+               {"name": "time", "value": 2.0, "direction": "min"})
+METRIC_CASES = {
+    "renamed": ([{**TOTAL, "name": "score"}, TIME],
+                "metrics[0] is 'score', but hill.yaml declares 'total' there (declared: total, time)"),
+    "reordered": ([TIME, TOTAL], "metrics[0] is 'time', but hill.yaml declares 'total' there (declared: total, time)"),
+    "flipped": ([TOTAL, {**TIME, "direction": "max"}],
+                "metrics[1] 'time' has direction 'max', but hill.yaml declares 'min'"),
+    "missing": ([TOTAL], "the result has 1 metric(s), but hill.yaml declares 2 (total, time)"),
+    "extra": ([TOTAL, TIME, {**TIME, "name": "memory"}],
+              "the result has 3 metric(s), but hill.yaml declares 2 (total, time)"),
+    "empty": ([], "'metrics' is empty: a result reports at least one {name, value, direction}"),
+}
+
+
+@pytest.fixture(scope="module")
+def declared_metrics_hill(module_machine):
+    with on_machine(module_machine):
+        return make_hill("declared", LISTED_METRICS_EVAL, extra=DECLARED)
+
+
+@pytest.mark.parametrize("case", sorted(METRIC_CASES))
+def test_a_result_whose_metrics_are_not_the_declared_ones_is_buggy_with_the_reason(declared_metrics_hill,
+                                                                                  tmp_path, case):
+    metrics, reason = METRIC_CASES[case]
+    submitted = submission(tmp_path / "sub", {"metrics.json": json.dumps(metrics)})
+    result = run_cli("eval", submitted, "-H", "declared")
+    assert result.code == 1, result.output
+    report = json.loads(result.out)
+    assert report["status"] == "buggy" and report["metrics"] == []
+    assert report["reason"] == f"malformed result: {reason}"
+    assert last_report("declared", tree_of(declared_metrics_hill))["signature"] == report["signature"]
+
+
+def test_a_result_with_the_declared_metrics_passes(declared_metrics_hill, tmp_path):
+    submitted = submission(tmp_path / "sub", {"metrics.json": json.dumps([TOTAL, TIME])})
+    result = run_cli("eval", submitted, "-H", "declared")
+    assert result.code == 0, result.output
+    assert [m["name"] for m in json.loads(result.out)["metrics"]] == ["total", "time"]
+
+
+def test_an_empty_metrics_list_is_buggy_when_the_hill_declares_none(project):
+    make_hill("undeclared", LISTED_METRICS_EVAL)
+    submitted = submission(project / "sub", {"metrics.json": "[]"})
+    result = run_cli("eval", submitted, "-H", "undeclared")
+    assert result.code == 1, result.output
+    assert json.loads(result.out)["reason"] == f"malformed result: {METRIC_CASES['empty'][1]}"
+
+
+@pytest.mark.parametrize("metrics, got", [
+    ("metrics: []\n", "list"),
+    ("metrics:\n  - {name: score, direction: max}\n  - {name: runtime_s, direction: min}\n", "list"),
+])
+def test_a_command_hill_must_declare_exactly_one_metric(project, metrics, got):
+    created = run_cli("new", "scored")
+    assert created.code == 0, created.output
+    path = project / ".hills" / "scored" / "hill.yaml"
+    path.write_text(command_yaml("scored").replace("metrics:\n  - {name: score, direction: max}\n", metrics))
+    for command in (["describe", "scored"], ["eval", project, "-H", "scored", "--current"]):
+        result = run_cli(*command)
+        assert result.code == 2, result.output
+        assert result.error_lines == [f"error: '{path}': key 'metrics': expected exactly one {{name, direction}} "
+                                      f"for a command evaluator (its result is one score), got {got}"]
