@@ -2,6 +2,7 @@ import hashlib
 import hmac
 import io
 import json
+import os
 import re
 import sys
 
@@ -231,3 +232,13 @@ def test_show_with_no_machine_state_creates_nothing(tmp_path, hermetic):
     assert result.code == 1, result.output
     assert "no machine key" in result.out
     assert not hermetic.hills_home.exists()
+
+
+def test_verify_with_an_empty_hills_home_leaves_it_empty(tmp_path, hermetic):
+    from conftest import run_bin
+
+    hermetic.hills_home.mkdir()
+    result = run_bin("hills", "verify", _report_signed_elsewhere(tmp_path))
+    assert result.code == 1, result.output
+    assert "no machine key" in result.out
+    assert os.listdir(hermetic.hills_home) == []
