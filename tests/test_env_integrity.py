@@ -207,7 +207,7 @@ DEP_EVAL = """\
 def eval(submission, *, final=False, **params):
     import tinydep
 
-    return {"passed": True, "metrics": [{"name": "value", "value": float(tinydep.VALUE), "direction": "max"}]}
+    return {"passed": True, "metrics": [{"name": "sum_radii", "value": float(tinydep.VALUE), "direction": "max"}]}
 """
 
 

@@ -4,6 +4,7 @@ never official."""
 
 import json
 import os
+import subprocess
 import stat
 from concurrent.futures import ThreadPoolExecutor
 
@@ -63,6 +64,9 @@ def test_report_without_signature_is_invalid(report_file, tmp_path):
 
 def test_report_from_another_machine_is_invalid(report_file, tmp_path):
     other = dict(os.environ, HILLS_HOME=str(tmp_path / "other-machine"))
+    signed = subprocess.run(["hills-sign"], input='{"note": "gives this machine its own key"}', env=other,
+                            capture_output=True, text=True, timeout=60)
+    assert signed.returncode == 0, signed.stderr
     result = real("hills", "verify", report_file, env=other)
     assert result.code == 1, result.output
     assert "signature INVALID" in result.out and "another machine" in result.out
