@@ -8,9 +8,11 @@ import re
 import shlex
 import shutil
 import textwrap
+from typing import Any
 
 from . import yamlfile
 from .errors import UsageError
+from .schema import At, Check, Key, MapOf, Maybe, Table, empty, is_number, null, scalar, show
 
 PROBLEM_FILE = "problem.yaml"
 DEFAULT_VERIFIER = "verifier.sh"
@@ -33,40 +35,10 @@ KEPT_UNUSED = {
     "written_by": "informational",
     "score_function": "only meaningful inside hillclimb's own Python API",
 }
-HANDLED = {
-    "problem_id", "metric", "higher_is_better", "lower_is_better", "maximize", "direction", "description",
-    "contract", "verifier", "score", "run", "private", "holdout", "holdout_inputs", "time_limit_s",
-    "baseline", "baseline_files", "chart_baselines", "requirements", "unit_tests", "data_dir",
-    "allow_internet_during_solution", "allow_network", "solution_kind", "kind",
-}
 # Names the hill itself owns at its top level: a problem holding one cannot be imported as is.
 HILL_OWNED = ("hill.yaml", "pyproject.toml", "uv.lock", "private.lock", "blobs.lock", ".vc")
 SKIPPED = {".git", ".vc", "__pycache__", ".pytest_cache", ".venv", ".mypy_cache", ".ruff_cache", ".DS_Store"}
 PLACEHOLDERS = {"python": '"$HILLS_PYTHON"', "solution": '"$HILLS_SOLUTION"', "result": '"$HILLS_RESULT"'}
-
-
-class _Where:
-    """Error messages that name problem.yaml and the key."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def fail(self, key, expected, got=None, *, missing=False, hint=None):
-        if missing:
-            raise UsageError(f"'{self.path}': missing key '{key}': expected {expected}", hint=hint)
-        raise UsageError(f"'{self.path}': key '{key}': expected {expected}, got {_show(got)}", hint=hint)
-
-
-def _show(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "nothing"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _load_yaml(path):
@@ -74,12 +46,12 @@ def _load_yaml(path):
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise UsageError(f"'{path}': expected a mapping at the top level, got {_show(data)}")
+        raise UsageError(f"'{path}': expected a mapping at the top level, got {show(data)}")
     return {str(key): value for key, value in data.items()}
 
 
-def _inside(source, rel):
-    """`rel` as a clean relative path inside `source`, or None."""
+def _inside(rel: Any) -> str | None:
+    """`rel` as a clean relative path inside the problem folder, or None."""
     if not isinstance(rel, str) or not rel or os.path.isabs(rel):
         return None
     norm = os.path.normpath(rel).replace(os.sep, "/")
@@ -88,87 +60,255 @@ def _inside(source, rel):
     return norm
 
 
-def _file_key(where, source, meta, key, default=None, *, required=False, kind="file"):
-    """A problem file named by `key` (or its default): (relative path or None).
-    A file named explicitly must exist; a missing default is just absent."""
-    explicit = key in meta and meta[key] is not None
-    value = meta[key] if explicit else default
+# ---------------------------------------------------------------- checks of one value
+
+def _relative(kind: str) -> Check:
+    return scalar(f"a relative path to a {kind} inside the problem folder", lambda rel: rel is not None,
+                  convert=_inside)
+
+
+def _problem_file(value: Any, at: At) -> str:
     if value is None:
-        if required:
-            where.fail(key, f"a {kind} in the problem folder", missing=True)
-        return None
-    rel = _inside(source, value)
-    if rel is None:
-        where.fail(key, f"a relative path to a {kind} inside the problem folder", value)
-    path = os.path.join(source, rel)
-    exists = os.path.isdir(path) if kind == "folder" else os.path.isfile(path)
-    if not exists:
-        if explicit or required:
-            raise UsageError(f"'{path}' is missing (named by key '{key}' in '{where.path}')")
-        return None
-    return rel
+        at.fail("a file of the problem", value)
+    return _relative("file")(value, at)
 
 
-def _direction(where, meta):
-    found = []
-    for key in ("higher_is_better", "lower_is_better", "maximize"):
-        if key in meta:
-            value = meta[key]
-            if not isinstance(value, bool):
-                where.fail(key, "true or false, unquoted", value)
-            found.append((key, "max" if value == (key != "lower_is_better") else "min"))
-    if "direction" in meta:
-        value = meta["direction"]
-        mapped = {"max": "max", "maximize": "max", "min": "min", "minimize": "min"}.get(value)
-        if mapped is None:
-            where.fail("direction", "max or min", value)
-        found.append(("direction", mapped))
-    if not found:
-        where.fail("higher_is_better", "true or false (which way the metric improves)", missing=True)
-    if len({direction for _, direction in found}) > 1:
-        names = " and ".join(f"'{key}'" for key, _ in found)
-        raise UsageError(f"'{where.path}': keys {names} disagree on the metric's direction")
-    return found[0][1]
-
-
-def _argv(where, source, key, raw):
+def _command(value: Any, at: At) -> list[str]:
     """`run:` or `score:` as a list of tokens: a script alone means `{python} script`."""
-    tokens = [raw] if isinstance(raw, str) else raw
+    tokens = [value] if isinstance(value, str) else value
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) and t for t in tokens):
-        where.fail(key, "a script (e.g. verify.py) or a command as a list of strings", raw)
-    if len(tokens) == 1 and tokens[0].endswith(".py"):
-        tokens = ["{python}", tokens[0]]
-    for token in tokens:
-        if token.endswith((".py", ".sh")) and "{" not in token:
-            rel = _inside(source, token)
-            if rel is None or not os.path.isfile(os.path.join(source, rel)):
-                raise UsageError(f"'{os.path.join(source, token)}' is missing (named by key '{key}' in "
-                                 f"'{where.path}')")
-    return list(tokens)
+        at.fail("a script (e.g. verify.py) or a command as a list of strings", value)
+    return ["{python}", tokens[0]] if len(tokens) == 1 and tokens[0].endswith(".py") else list(tokens)
 
 
-def _paths(where, source, meta, key):
-    raw = meta.get(key)
-    if raw is None:
-        return []
-    items = [raw] if isinstance(raw, str) else raw
+def _held_out(value: Any, at: At) -> list[str]:
+    """`private:` or `holdout_inputs:`: paths inside the problem folder, none
+    in a folder the hill owns."""
+    items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
-        where.fail(key, "a path or a list of paths", raw)
+        at.fail("a path or a list of paths", value)
     found = []
     for item in items:
-        rel = _inside(source, item)
+        rel = _inside(item)
         if rel is None:
-            where.fail(key, "paths inside the problem folder (hills keeps held-out data in the hill's private/)",
-                       item, hint="copy the data into the problem folder and name it relative to it")
-        if not os.path.exists(os.path.join(source, rel)):
-            raise UsageError(f"'{os.path.join(source, rel)}' is missing (named by key '{key}' in '{where.path}')")
+            at.fail("paths inside the problem folder (hills keeps held-out data in the hill's private/)", item,
+                    hint="copy the data into the problem folder and name it relative to it")
         if rel.split("/")[0] in HILL_OWNED + ("private", "examples", "tests"):
-            where.fail(key, "a path outside the folders hills owns", item)
+            at.fail("a path outside the folders hills owns", item)
         found.append(rel)
     return found
 
 
-def read_problem(source_dir):
+def _baseline(value: Any, at: At) -> str | float:
+    if isinstance(value, str):
+        return _relative("file")(value, at)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        at.fail("a number or a file such as baseline.py", value)
+    return value
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_UNQUOTED = scalar("true or false, unquoted", lambda value: isinstance(value, bool))
+_BOOLEAN = scalar("true or false", lambda value: isinstance(value, bool))
+_DIRECTIONS = {"max": "max", "maximize": "max", "min": "min", "minimize": "min"}
+
+
+# ---------------------------------------------------------------- the keys of problem.yaml
+
+UNIT_TESTS_KEYS = Table("a mapping with root and command", (
+    Key("root", _relative("folder"), required=True, missing="a folder in the problem folder", absent=null),
+    Key("command", scalar("a command as a list of strings",
+                          lambda value: isinstance(value, list) and bool(value)
+                          and all(isinstance(token, str) and token for token in value)), default=None),
+))
+
+# The keys hills reads; the keys it keeps as files but does not use are in
+# KEPT_UNUSED, and any other key is a warning (hillclimb grows new ones).
+PROBLEM_KEYS = Table("a mapping", strict=False, keys=(
+    Key("kind", scalar("no 'kind' key (hillclimb retired it: a problem is its verifier command)",
+                       lambda value: False),
+        doc="refused: hillclimb retired it"),
+    Key("solution_kind", scalar("program (hills cannot import climber meta-problems)",
+                                lambda value: value == "program"), default="program",
+        doc="must be `program`: climber meta-problems cannot be imported"),
+    Key("problem_id", scalar("a string", lambda value: isinstance(value, str)), absent=empty,
+        note="default the folder's name", doc="the README title when the description has none"),
+    Key("metric", scalar("a non-empty string", lambda value: isinstance(value, str) and bool(value.strip()),
+                         convert=lambda value: value.strip() if isinstance(value, str) else value),
+        required=True, missing="a name for the score, e.g. accuracy", absent=null, doc="`metrics[0].name`"),
+    Key("higher_is_better", _UNQUOTED, doc="`metrics[0].direction`: `max` when true"),
+    Key("lower_is_better", _UNQUOTED, doc="`metrics[0].direction`: `min` when true"),
+    Key("maximize", _UNQUOTED, doc="`metrics[0].direction`: `max` when true"),
+    Key("direction", scalar("max or min", lambda value: value is not None,
+                            convert=lambda value: _DIRECTIONS.get(value) if isinstance(value, str) else None),
+        doc="`metrics[0].direction`: `max` (or `maximize`) or `min` (or `minimize`)"),
+    Key("description", _relative("file"), default=DEFAULT_DESCRIPTION, absent=null,
+        note=f"default {DEFAULT_DESCRIPTION}, else README.md", doc="the top of the hill's README.md"),
+    Key("contract", _relative("file"), default=DEFAULT_CONTRACT, absent=null,
+        note=f"default {DEFAULT_CONTRACT} when present", doc="a Contract section of the hill's README.md"),
+    Key("verifier", scalar("a relative path to the verifier script", lambda rel: rel is not None,
+                           convert=_inside), default=DEFAULT_VERIFIER,
+        doc="the evaluator of a verifier-shaped problem"),
+    Key("score", _command, absent=empty, doc="the scoring step of the generated two-step verifier.sh"),
+    Key("run", _command, absent=empty, doc="the solution step of the generated two-step verifier.sh"),
+    Key("private", _held_out, default=[], absent=null, doc="moved into the hill's private/, read by the scorer"),
+    Key("holdout_inputs", _held_out, default=[], absent=null,
+        doc="moved into the hill's private/, read on the holdout split"),
+    Key("holdout", _BOOLEAN, default=False, doc="whether `hills eval --final` has a holdout split to run"),
+    Key("time_limit_s", scalar("a positive number of seconds", lambda value: is_number(value) and value > 0),
+        absent=null, doc="a timeout around the solution step of a two-step problem"),
+    Key("data_dir", scalar("data (hills links ./data to the hill's data/ folder only)",
+                           lambda value: _inside(value) == "data", hint="rename the folder to data/"),
+        absent=null, doc="must be `data`"),
+    Key("requirements", _relative("file"), absent=null, note="default requirements.txt when present",
+        doc="the dependencies of the hill's pyproject.toml"),
+    Key("unit_tests", Maybe(UNIT_TESTS_KEYS), default=None, doc="the hill's `unit_tests: {path, command}`"),
+    Key("baseline", _baseline, absent=null, doc="a file: the example solution; a number: a reference score"),
+    Key("baseline_files", MapOf("a mapping of submission file to problem file",
+                                scalar("a plain file name in the submission",
+                                       lambda dest: _inside(str(dest)) is not None and "/" not in str(dest)),
+                                _problem_file),
+        default={}, absent=empty, doc="copied into the example solution under their submission names"),
+    Key("chart_baselines", scalar("a mapping of label to score",
+                                  lambda value: isinstance(value, dict) and all(map(_is_score, value.values()))),
+        default={}, absent=empty, doc="reference scores in the hill's README.md"),
+    Key("allow_internet_during_solution", _BOOLEAN, note="default false", doc="the hill's `network`"),
+    Key("allow_network", _BOOLEAN, doc="the old name of allow_internet_during_solution"),
+))
+
+
+# ---------------------------------------------------------------- rules between keys
+
+def _direction(where: At, values: dict[str, Any]) -> str:
+    """The one direction the direction keys agree on."""
+    found = [(key, "max" if values[key] == (key != "lower_is_better") else "min")
+             for key in ("higher_is_better", "lower_is_better", "maximize") if key in values]
+    if "direction" in values:
+        found.append(("direction", values["direction"]))
+    if not found:
+        where.child("higher_is_better").missing("true or false (which way the metric improves)")
+    if len({direction for _, direction in found}) > 1:
+        names = " and ".join(f"'{key}'" for key, _ in found)
+        raise UsageError(f"'{where.source}': keys {names} disagree on the metric's direction")
+    return found[0][1]
+
+
+def _existing(where: At, source: str, key: str, rel: str | None, *, explicit: bool, kind: str = "file") -> str | None:
+    """`rel` when it exists in the problem folder. A path named explicitly
+    must exist; a default that does not is just absent."""
+    if rel is None:
+        return None
+    path = os.path.join(source, rel)
+    if os.path.isdir(path) if kind == "folder" else os.path.isfile(path):
+        return rel
+    if explicit:
+        raise UsageError(f"'{path}' is missing (named by key '{key}' in '{where.source}')")
+    return None
+
+
+def _named_files(where: At, source: str, key: str, tokens: list[str]) -> None:
+    """The problem's own scripts a `run:` or `score:` command names must exist."""
+    for token in tokens:
+        if token.endswith((".py", ".sh")) and "{" not in token:
+            rel = _inside(token)
+            if rel is None or not os.path.isfile(os.path.join(source, rel)):
+                raise UsageError(f"'{os.path.join(source, token)}' is missing (named by key '{key}' in "
+                                 f"'{where.source}')")
+
+
+def _texts(where: At, source: str, meta: dict[str, Any], values: dict[str, Any],
+           notes: list[str]) -> tuple[str, str | None]:
+    """The task text (description.md, else README.md) and the contract."""
+    description = _existing(where, source, "description", values["description"],
+                            explicit=meta.get("description") is not None)
+    if description is None:
+        if not os.path.isfile(os.path.join(source, "README.md")):
+            raise UsageError(f"'{os.path.join(source, DEFAULT_DESCRIPTION)}' is missing (key 'description' in "
+                             f"'{where.source}')", hint="a hillclimb problem describes its task in description.md")
+        description = "README.md"
+        notes.append("the task text is the problem's README.md (it has no description.md)")
+    contract = _existing(where, source, "contract", values["contract"], explicit=meta.get("contract") is not None)
+    return description, contract
+
+
+def _steps(where: At, source: str, meta: dict[str, Any], values: dict[str, Any],
+           notes: list[str]) -> dict[str, Any]:
+    """How the problem scores: its verifier, or a scorer with an optional
+    solution step, and the held-out paths each may read."""
+    score, run = values.get("score"), values.get("run")
+    if score is None:
+        for key in ("run", "private", "holdout_inputs"):
+            if values.get(key):
+                where.child("score").missing(f"a scorer (e.g. score: verify.py) when '{key}' is set")
+    for key, tokens in (("score", score), ("run", run)):
+        if tokens is not None:
+            _named_files(where, source, key, tokens)
+    for key in ("private", "holdout_inputs"):
+        for rel in values[key]:
+            if not os.path.exists(os.path.join(source, rel)):
+                raise UsageError(f"'{os.path.join(source, rel)}' is missing (named by key '{key}' in "
+                                 f"'{where.source}')")
+    if values["holdout_inputs"] and not values["holdout"]:
+        where.child("holdout").fail("true when 'holdout_inputs' is set", values["holdout"])
+    overlap = set(values["private"]) & set(values["holdout_inputs"])
+    if overlap:
+        where.child("holdout_inputs").fail("paths not also listed under 'private'", sorted(overlap)[0])
+    time_limit = values.get("time_limit_s")
+    if time_limit is not None and score is None:
+        notes.append("`time_limit_s` only limits the solution step of a two-step problem; ignored here")
+        time_limit = None
+    verifier = None
+    if score is None:
+        verifier = values["verifier"]
+        if not os.path.isfile(os.path.join(source, verifier)):
+            raise UsageError(f"'{os.path.join(source, verifier)}' is missing: the problem has no verifier",
+                             hint=f"give the problem a {DEFAULT_VERIFIER}, or a scorer with 'score:' in "
+                                  f"'{where.source}'")
+    elif "verifier" in meta:
+        notes.append("`verifier` is ignored: `score` makes this a two-step problem, as in hillclimb")
+    return {"shape": "verifier" if score is None else "run-then-score", "verifier": verifier, "run": run,
+            "score": score, "private": values["private"], "holdout_inputs": values["holdout_inputs"],
+            "time_limit_s": time_limit}
+
+
+def _environment(where: At, source: str, values: dict[str, Any], notes: list[str]) -> tuple[str | None, list[str]]:
+    """The requirements file, if any, and the dependencies of the hill's environment."""
+    requirements = _existing(where, source, "requirements", values.get("requirements"), explicit=True)
+    if requirements is None and os.path.isfile(os.path.join(source, "requirements.txt")):
+        requirements = "requirements.txt"
+        notes.append("requirements.txt is used although problem.yaml does not name it")
+    if requirements is None:
+        notes.append("no requirements file: the environment gets hillclimb's default runtime ("
+                     + ", ".join(DEFAULT_RUNTIME) + ")")
+        return None, list(DEFAULT_RUNTIME)
+    return requirements, _read_requirements(os.path.join(source, requirements))
+
+
+def _examples(where: At, source: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The baseline solution (a file, or files under their submission names)
+    and the reference scores; some example solution must exist."""
+    baseline = values.get("baseline")
+    baseline_file = _existing(where, source, "baseline", baseline, explicit=True) if isinstance(baseline, str) \
+        else None
+    for dest, src in values["baseline_files"].items():
+        _existing(where, source, f"baseline_files.{dest}", src, explicit=True)
+    references = dict(values["chart_baselines"])
+    if baseline is not None and not isinstance(baseline, str):
+        references = {"baseline": baseline, **{k: v for k, v in references.items() if k != "baseline"}}
+    examples_dir = os.path.join(source, "examples")
+    if not (baseline_file or values["baseline_files"] or os.path.isfile(os.path.join(source, "solution.py")) or (
+            os.path.isdir(examples_dir) and any(os.path.isfile(os.path.join(examples_dir, entry, "solution.py"))
+                                                for entry in os.listdir(examples_dir)))):
+        raise UsageError(f"'{where.source}': no example solution to import: key 'baseline' names no file, and "
+                         "there is no baseline_files, solution.py or examples/NAME/solution.py",
+                         hint="set 'baseline: baseline.py' to a solution that scores")
+    return {"baseline_file": baseline_file, "baseline_files": values["baseline_files"], "references": references}
+
+
+def read_problem(source_dir: str) -> dict[str, Any]:
     """Read and check a hillclimb problem folder; return a plain dict of what
     the hill needs. Every error names the file (and the key) at fault."""
     source = os.path.abspath(source_dir)
@@ -179,144 +319,24 @@ def read_problem(source_dir):
     if not os.path.isfile(yaml_path):
         raise UsageError(f"'{yaml_path}' is missing", hint="a hillclimb problem folder holds problem.yaml")
     meta = _load_yaml(yaml_path)
-    where = _Where(yaml_path)
-    notes, warnings = [], []
+    where = At(yaml_path)
+    values = PROBLEM_KEYS(meta, where)
+    notes: list[str] = []
+    warnings: list[str] = []
+    direction = _direction(where, values)
+    description, contract = _texts(where, source, meta, values, notes)
+    steps = _steps(where, source, meta, values, notes)
+    requirements, dependencies = _environment(where, source, values, notes)
+    unit_tests = values["unit_tests"]
+    if unit_tests is not None:
+        _existing(where, source, "unit_tests.root", unit_tests["root"], explicit=True, kind="folder")
+    examples = _examples(where, source, values)
 
-    if "kind" in meta:
-        where.fail("kind", "no 'kind' key (hillclimb retired it: a problem is its verifier command)", meta["kind"])
-    solution_kind = meta.get("solution_kind", "program")
-    if solution_kind != "program":
-        where.fail("solution_kind", "program (hills cannot import climber meta-problems)", solution_kind)
-
-    problem_id = meta.get("problem_id") or os.path.basename(source)
-    if not isinstance(problem_id, str):
-        where.fail("problem_id", "a string", problem_id)
-    metric = meta.get("metric")
-    if metric is None:
-        where.fail("metric", "a name for the score, e.g. accuracy", missing=True)
-    if not isinstance(metric, str) or not metric.strip():
-        where.fail("metric", "a non-empty string", metric)
-    direction = _direction(where, meta)
-
-    description = _file_key(where, source, meta, "description", DEFAULT_DESCRIPTION)
-    if description is None:
-        if os.path.isfile(os.path.join(source, "README.md")):
-            description = "README.md"
-            notes.append("the task text is the problem's README.md (it has no description.md)")
-        else:
-            raise UsageError(f"'{os.path.join(source, DEFAULT_DESCRIPTION)}' is missing (key 'description' in "
-                             f"'{yaml_path}')", hint="a hillclimb problem describes its task in description.md")
-    contract = _file_key(where, source, meta, "contract", DEFAULT_CONTRACT)
-
-    holdout = meta.get("holdout", False)
-    if not isinstance(holdout, bool):
-        where.fail("holdout", "true or false", holdout)
-    network = meta.get("allow_internet_during_solution", meta.get("allow_network", False))
-    if not isinstance(network, bool):
-        key = "allow_internet_during_solution" if "allow_internet_during_solution" in meta else "allow_network"
-        where.fail(key, "true or false", network)
-
-    if not meta.get("score"):
-        for key in ("run", "private", "holdout_inputs"):
-            if meta.get(key):
-                where.fail("score", f"a scorer (e.g. score: verify.py) when '{key}' is set", missing=True)
-    score = _argv(where, source, "score", meta["score"]) if meta.get("score") else None
-    run = _argv(where, source, "run", meta["run"]) if meta.get("run") else None
-    private = _paths(where, source, meta, "private")
-    holdout_inputs = _paths(where, source, meta, "holdout_inputs")
-    if holdout_inputs and not holdout:
-        where.fail("holdout", "true when 'holdout_inputs' is set", holdout)
-    overlap = set(private) & set(holdout_inputs)
-    if overlap:
-        where.fail("holdout_inputs", "paths not also listed under 'private'", sorted(overlap)[0])
-    time_limit = meta.get("time_limit_s")
-    if time_limit is not None:
-        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) \
-                or time_limit <= 0:
-            where.fail("time_limit_s", "a positive number of seconds", time_limit)
-        if score is None:
-            notes.append("`time_limit_s` only limits the solution step of a two-step problem; ignored here")
-            time_limit = None
-
-    verifier = None
-    if score is None:
-        name = meta.get("verifier", DEFAULT_VERIFIER)
-        rel = _inside(source, name) if isinstance(name, str) else None
-        if rel is None:
-            where.fail("verifier", "a relative path to the verifier script", name)
-        if not os.path.isfile(os.path.join(source, rel)):
-            raise UsageError(f"'{os.path.join(source, rel)}' is missing: the problem has no verifier",
-                             hint=f"give the problem a {DEFAULT_VERIFIER}, or a scorer with 'score:' in "
-                                  f"'{yaml_path}'")
-        verifier = rel
-    elif "verifier" in meta:
-        notes.append("`verifier` is ignored: `score` makes this a two-step problem, as in hillclimb")
-
-    data_dir = meta.get("data_dir")
-    if data_dir is not None and _inside(source, data_dir) != "data":
-        where.fail("data_dir", "data (hills links ./data to the hill's data/ folder only)", data_dir,
-                   hint="rename the folder to data/")
-
-    requirements = _file_key(where, source, meta, "requirements")
-    if requirements is None and os.path.isfile(os.path.join(source, "requirements.txt")):
-        requirements = "requirements.txt"
-        notes.append("requirements.txt is used although problem.yaml does not name it")
-    if requirements is None:
-        dependencies = list(DEFAULT_RUNTIME)
-        notes.append("no requirements file: the environment gets hillclimb's default runtime ("
-                     + ", ".join(DEFAULT_RUNTIME) + ")")
-    else:
-        dependencies = _read_requirements(os.path.join(source, requirements))
-
-    unit_tests = None
-    if meta.get("unit_tests") is not None:
-        raw = meta["unit_tests"]
-        if not isinstance(raw, dict):
-            where.fail("unit_tests", "a mapping with root and command", raw)
-        for key in raw:
-            if key not in ("root", "command"):
-                where.fail(f"unit_tests.{key}", "only root and command", key)
-        root = _file_key(where, source, {"unit_tests.root": raw.get("root")}, "unit_tests.root", required=True,
-                         kind="folder")
-        command = raw.get("command")
-        if not isinstance(command, list) or not command or not all(isinstance(t, str) and t for t in command):
-            where.fail("unit_tests.command", "a command as a list of strings", command)
-        unit_tests = {"root": root, "command": command}
-
-    baseline = meta.get("baseline")
-    baseline_file = None
-    if isinstance(baseline, str):
-        baseline_file = _file_key(where, source, meta, "baseline")
-    elif baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, (int, float))):
-        where.fail("baseline", "a number or a file such as baseline.py", baseline)
-    baseline_files = meta.get("baseline_files") or {}
-    if not isinstance(baseline_files, dict):
-        where.fail("baseline_files", "a mapping of submission file to problem file", baseline_files)
-    for dest, src in baseline_files.items():
-        if _inside(source, str(dest)) is None or "/" in str(dest):
-            where.fail(f"baseline_files.{dest}", "a plain file name in the submission", dest)
-        if _file_key(where, source, {f"baseline_files.{dest}": src}, f"baseline_files.{dest}") is None:
-            where.fail(f"baseline_files.{dest}", "a file of the problem", src)
-    chart_baselines = meta.get("chart_baselines") or {}
-    if not isinstance(chart_baselines, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in chart_baselines.values()):
-        where.fail("chart_baselines", "a mapping of label to score", chart_baselines)
-    references = dict(chart_baselines)
-    if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
-        references = {"baseline": baseline, **{k: v for k, v in references.items() if k != "baseline"}}
-
-    examples_dir = os.path.join(source, "examples")
-    if not (baseline_file or baseline_files or os.path.isfile(os.path.join(source, "solution.py")) or (
-            os.path.isdir(examples_dir) and any(os.path.isfile(os.path.join(examples_dir, entry, "solution.py"))
-                                                for entry in os.listdir(examples_dir)))):
-        raise UsageError(f"'{yaml_path}': no example solution to import: key 'baseline' names no file, and "
-                         "there is no baseline_files, solution.py or examples/NAME/solution.py",
-                         hint="set 'baseline: baseline.py' to a solution that scores")
-
+    known = PROBLEM_KEYS.names()
     for key in sorted(meta):
         if key in KEPT_UNUSED:
             notes.append(f"`{key}` is not used by hills: {KEPT_UNUSED[key]}")
-        elif key not in HANDLED:
+        elif key not in known:
             warnings.append(f"'{yaml_path}': unknown key '{key}' is ignored")
             notes.append(f"unknown key `{key}` in problem.yaml was ignored")
 
@@ -326,13 +346,12 @@ def read_problem(source_dir):
                              hint="move or rename it in the problem folder, then import again")
 
     return {
-        "source": source, "yaml_path": yaml_path, "problem_id": problem_id, "metric": metric.strip(),
-        "direction": direction, "description": description, "contract": contract, "holdout": holdout,
-        "network": network, "shape": "verifier" if score is None else "run-then-score", "verifier": verifier,
-        "run": run, "score": score, "private": private, "holdout_inputs": holdout_inputs,
-        "time_limit_s": time_limit, "requirements": requirements, "dependencies": dependencies,
-        "unit_tests": unit_tests, "baseline_file": baseline_file, "baseline_files": baseline_files,
-        "references": references, "notes": notes, "warnings": warnings,
+        "source": source, "yaml_path": yaml_path, "problem_id": values.get("problem_id") or os.path.basename(source),
+        "metric": values["metric"], "direction": direction, "description": description, "contract": contract,
+        "holdout": values["holdout"],
+        "network": values.get("allow_internet_during_solution", values.get("allow_network", False)),
+        **steps, "requirements": requirements, "dependencies": dependencies, "unit_tests": unit_tests,
+        **examples, "notes": notes, "warnings": warnings,
     }
 
 
@@ -502,7 +521,7 @@ def _quote(token, problem):
     """One argv token as a bash word: {python}, {solution} and {result} become
     the HILLS_* variables, a problem file becomes its path under ./problem."""
     if "{" not in token:
-        rel = _inside(problem["source"], token)
+        rel = _inside(token)
         if rel is not None and os.path.isfile(os.path.join(problem["source"], rel)):
             return shlex.quote("problem/" + rel)
         return shlex.quote(token)

@@ -1,39 +1,27 @@
-"""hill.yaml: its schema, validation with precise errors, and typed params."""
+"""hill.yaml: its keys, each declared once with its check, default and
+documentation (validation and the keys of hill.yaml(5) come from them), and
+typed params."""
 
 import copy
 import math
 import os
 import re
+from typing import Any
 
 from . import yamlfile
 from .errors import UsageError
+from .schema import (At, Key, ListOf, MapOf, Maybe, Table, anything, docs, empty, is_count, is_number, null, one_of,
+                     scalar, show)
 
 SPEC_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-
-TOP_KEYS = {
-    "spec": "the manifest format version (integer, currently 1)",
-    "name": "the hill's name (must match its folder)",
-    "version": "the hill's own version string",
-    "description": "one line saying what the hill measures",
-    "evaluator": "mapping: shape (function or command) and entry",
-    "timeout": "watchdog in seconds (number > 0)",
-    "params": "mapping of typed params",
-    "metrics": "list of {name, direction} (command shape)",
-    "blobs": "mapping: track (globs) and threshold (bytes)",
-    "unit_tests": "mapping: command (argv) and path",
-    "replicates": "number of replicates per eval (integer >= 1)",
-    "final": "mapping: budget (holdout evals allowed per version)",
-    "exclusive": "resource evaluated one at a time per machine, e.g. gpu",
-    "sandbox": "auto, bwrap or none",
-    "network": "whether the evaluator may reach the network (boolean)",
-    "limits": "mapping: time (seconds) and memory (size) for submitted code",
-}
+PARAM_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESOURCE_RE = re.compile(r"^[a-z0-9_-]+$")
 PARAM_TYPES = ("int", "float", "str", "bool", "categorical")
-PARAM_KEYS = {"type", "default", "primary", "low", "high", "choices", "description"}
 DEFAULT_TIMEOUT = 600
 DEFAULT_BLOB_THRESHOLD = 10 * 1024 * 1024
 DEFAULT_MEMORY = 4 * 1024 * 1024 * 1024
+MIN_MEMORY = 64 * 1024 * 1024
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
                "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
@@ -48,30 +36,6 @@ def validate_name(name):
             hint="use 1-63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit",
         )
     return name
-
-
-class _Checker:
-    def __init__(self, source):
-        self.source = source
-
-    def fail(self, key, expected, got=None, *, missing=False):
-        if missing:
-            raise UsageError(f"'{self.source}': missing key '{key}': expected {expected}")
-        raise UsageError(f"'{self.source}': key '{key}': expected {expected}, got {_show(got)}")
-
-    def unknown(self, key, allowed):
-        raise UsageError(f"'{self.source}': unknown key '{key}'",
-                         hint="allowed keys: " + ", ".join(sorted(allowed)))
-
-
-def _show(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "nothing"
-    if isinstance(value, (dict, list)):
-        return type(value).__name__ if not isinstance(value, dict) else "a mapping"
-    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _plain(node):
@@ -91,74 +55,281 @@ def _plain(node):
     return node
 
 
-def parse_size(value, checker, key):
-    if isinstance(value, bool):
-        checker.fail(key, "a size in bytes (e.g. 10485760 or '10MB')", value)
-    if isinstance(value, int) and value >= 0:
+def _show(value: Any) -> str:
+    """A value as the errors about hill.yaml quote it (a list is `list`)."""
+    return "list" if isinstance(value, list) else show(value)
+
+
+# ---------------------------------------------------------------- checks of one value
+
+def _spec(value: Any, at: At) -> int:
+    if isinstance(value, bool) or value != SPEC_VERSION:
+        at.fail(f"the integer {SPEC_VERSION}", value)
+    return SPEC_VERSION
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _hill_name(value: Any, at: At) -> str:
+    if not _text(value):
+        at.fail("a non-empty string", value)
+    try:
+        return validate_name(value)
+    except UsageError:
+        at.fail("a valid hill name (lowercase letters, digits, '.', '_', '-')", value)
+
+
+def _size(value: Any, at: At) -> int:
+    """A size in bytes, or a string such as '10MB' or '1.5GiB'."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     if isinstance(value, str):
         match = _SIZE_RE.match(value)
         if match and (match.group(2) or "").lower() in _SIZE_UNITS:
             return int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "").lower()])
-    checker.fail(key, "a size in bytes (e.g. 10485760 or '10MB')", value)
+    at.fail("a size in bytes (e.g. 10485760 or '10MB')", value)
 
 
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _memory(value: Any, at: At) -> int:
+    size = _size(value, at)
+    if size < MIN_MEMORY:
+        at.fail("at least 64MiB", value)
+    return size
 
 
-def _check_param(checker, name, spec):
-    key = f"params.{name}"
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-        checker.fail(key, "a param name that is a Python identifier", name)
-    if not isinstance(spec, dict):
-        checker.fail(key, "a mapping with type and default", spec)
-    for sub in spec:
-        if sub not in PARAM_KEYS:
-            checker.unknown(f"{key}.{sub}", PARAM_KEYS)
-    kind = spec.get("type")
-    if kind is None:
-        checker.fail(f"{key}.type", "one of " + ", ".join(PARAM_TYPES), missing=True)
-    if kind not in PARAM_TYPES:
-        checker.fail(f"{key}.type", "one of " + ", ".join(PARAM_TYPES), kind)
-    if "default" not in spec:
-        checker.fail(f"{key}.default", f"a default {kind} value", missing=True)
-    primary = spec.get("primary", False)
-    if not isinstance(primary, bool):
-        checker.fail(f"{key}.primary", "true or false", primary)
-    out = {"type": kind, "primary": primary}
-    if spec.get("description") is not None:
-        if not isinstance(spec["description"], str):
-            checker.fail(f"{key}.description", "a string", spec["description"])
-        out["description"] = spec["description"]
+def _inside_hill(value: Any) -> bool:
+    return isinstance(value, str) and not value.startswith("/") and ".." not in value.split("/")
+
+
+def _words(value: Any) -> Any:
+    """A command written as one string is split on white space."""
+    return value.split() if isinstance(value, str) else value
+
+
+def _argv(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(arg, str) for arg in value)
+
+
+_STRING = scalar("a string", lambda value: isinstance(value, str))
+_BOOLEAN = scalar("true or false", lambda value: isinstance(value, bool))
+_SECONDS = scalar("a number of seconds greater than 0", lambda value: is_number(value) and value > 0)
+
+
+# ---------------------------------------------------------------- rules between keys
+
+def _evaluator_rule(values: dict[str, Any], at: At) -> None:
+    """The entry's form and default follow from the shape."""
+    entry = values["entry"]
+    if values["shape"] == "function":
+        entry = "eval.py" if entry is None else entry
+        if not isinstance(entry, str) or not entry.endswith(".py") or not _inside_hill(entry):
+            at.child("entry").fail("a .py file inside the hill (default eval.py)", entry)
+    else:
+        argv = _words(entry)
+        if not _argv(argv) or not all(argv):
+            at.child("entry").fail("a command as a list of strings", entry)
+        entry = argv
+    values["entry"] = entry
+
+
+def _param_rule(values: dict[str, Any], at: At) -> None:
+    """Bounds and choices follow from the type; the default must fit them."""
+    kind = values["type"]
     if kind in ("int", "float"):
         for bound in ("low", "high"):
-            if bound in spec and spec[bound] is not None:
-                value = spec[bound]
-                if not _is_number(value) or (kind == "int" and not isinstance(value, int)):
-                    checker.fail(f"{key}.{bound}", f"a finite {kind}", value)
-                out[bound] = value
-        if "low" in out and "high" in out and out["low"] > out["high"]:
-            checker.fail(f"{key}.low", f"a value not above high ({out['high']})", out["low"])
-        if "choices" in spec:
-            checker.fail(f"{key}.choices", f"no choices for a {kind} param (use type: categorical)", spec["choices"])
+            value = values.get(bound)
+            if value is None:
+                values.pop(bound, None)
+            elif not is_number(value) or (kind == "int" and not isinstance(value, int)):
+                at.child(bound).fail(f"a finite {kind}", value)
+        if "low" in values and "high" in values and values["low"] > values["high"]:
+            at.child("low").fail(f"a value not above high ({values['high']})", values["low"])
+        if "choices" in values:
+            at.child("choices").fail(f"no choices for a {kind} param (use type: categorical)", values["choices"])
     elif kind == "categorical":
-        choices = spec.get("choices")
+        choices = values.get("choices")
         if not isinstance(choices, list) or not choices:
-            checker.fail(f"{key}.choices", "a non-empty list", choices)
+            at.child("choices").fail("a non-empty list", choices)
         for choice in choices:
             if not isinstance(choice, (str, int, float, bool)):
-                checker.fail(f"{key}.choices", "strings, numbers or booleans", choice)
-        out["choices"] = choices
+                at.child("choices").fail("strings, numbers or booleans", choice)
+        values.pop("low", None)
+        values.pop("high", None)
     else:
         for extra in ("low", "high", "choices"):
-            if extra in spec:
-                checker.fail(f"{key}.{extra}", f"no {extra} for a {kind} param", spec[extra])
+            if extra in values:
+                at.child(extra).fail(f"no {extra} for a {kind} param", values[extra])
     try:
-        out["default"] = coerce_value(name, out, spec["default"])
+        values["default"] = coerce_value(at.name, values, values["default"])
     except UsageError as exc:
-        checker.fail(f"{key}.default", f"a valid default ({exc.message})", spec["default"])
-    return out
+        at.child("default").fail(f"a valid default ({exc.message})", values["default"])
+
+
+def _manifest_rule(values: dict[str, Any], at: At) -> None:
+    """A command evaluator declares its one metric; submitted code's time
+    limit is the watchdog unless set."""
+    command = values["evaluator"]["shape"] == "command"
+    if "metrics" not in values:
+        if command:
+            at.child("metrics").missing("a list of {name, direction} for a command evaluator")
+        values["metrics"] = []
+    if command and len(values["metrics"]) != 1:
+        at.child("metrics").fail("exactly one {name, direction} for a command evaluator (its result is one score)",
+                                 values["metrics"])
+    values["limits"] = {"time": values["timeout"], **values["limits"]}
+
+
+# ---------------------------------------------------------------- the keys of hill.yaml
+
+EVALUATOR_KEYS = Table("a mapping with shape and entry", (
+    Key("shape", one_of("function", "command"), default=None),
+    Key("entry", anything, default=None),
+), rule=_evaluator_rule)
+
+PARAM_KEYS = Table("a mapping with type and default", (
+    Key("type", scalar("one of " + ", ".join(PARAM_TYPES), lambda value: value in PARAM_TYPES),
+        kind="string", required=True, missing="one of " + ", ".join(PARAM_TYPES), absent=null,
+        doc="`int`, `float`, `str`, `bool` or `categorical`."),
+    Key("default", anything, required=True, missing=lambda seen: f"a default {seen['type']} value",
+        doc="""The value used when `-p` does not set the param; it is checked like any
+other value, type and bounds included."""),
+    Key("primary", _BOOLEAN, kind="boolean", default=False,
+        doc="""Whether the param decides which reports compare: reports rank together
+only when their primary config values are equal (see hills-rank(1))."""),
+    Key("low", anything, kind="number", note="int and float only",
+        doc="The smallest value allowed; an integer for an `int` param."),
+    Key("high", anything, kind="number", note="int and float only",
+        doc="The largest value allowed, not below `low`."),
+    Key("choices", anything, kind="list", note="categorical only, required there",
+        doc="The values allowed: strings, numbers or booleans."),
+    Key("description", _STRING, kind="string", absent=null,
+        doc="What the param means, shown by hills-describe(1)."),
+), rule=_param_rule)
+
+METRIC_KEYS = Table("a mapping with name and direction", (
+    Key("name", scalar("a non-empty string", _text), default=None),
+    Key("direction", one_of("max", "min"), default=None),
+    Key("description", _STRING, absent=empty),
+))
+
+BLOBS_KEYS = Table("a mapping with track and threshold", (
+    Key("track", scalar("a list of glob patterns",
+                        lambda value: isinstance(value, list) and all(map(_text, value)),
+                        convert=lambda value: [value] if isinstance(value, str) else value),
+        default=[]),
+    Key("threshold", _size, default=DEFAULT_BLOB_THRESHOLD),
+))
+
+UNIT_TESTS_KEYS = Table("a mapping with command and path", (
+    Key("command", scalar("a command as a list of strings", _argv, convert=_words), default=None),
+    Key("path", scalar("a folder inside the hill", _inside_hill), default="unit_tests"),
+))
+
+FINAL_KEYS = Table("a mapping with budget", (
+    Key("budget", Maybe(scalar("an integer >= 0", lambda value: is_count(value, 0))), default=None),
+))
+
+LIMITS_KEYS = Table("a mapping with time and memory", (
+    Key("time", _SECONDS),
+    Key("memory", _memory, default=DEFAULT_MEMORY),
+))
+
+KEYS = Table("a mapping", (
+    Key("spec", _spec, kind="integer", required=True, missing=f"the integer {SPEC_VERSION}",
+        doc=f"The manifest format version. Must be {SPEC_VERSION}."),
+    Key("name", _hill_name, kind="string", required=True, missing="a string",
+        doc="""The hill's name; it must equal the name of the hill's folder. The rules
+are those of hills-new(1)."""),
+    Key("version", scalar("a non-empty string", _text), kind="string", required=True, missing="a string",
+        doc="""The hill's own version, shown in reports and by hills-describe(1). Quote a
+version YAML would read as a number (`"1.0"`)."""),
+    Key("description", _STRING, kind="string", default="", absent=empty,
+        doc="One line saying what the hill measures."),
+    Key("evaluator", EVALUATOR_KEYS, kind="mapping", required=True, missing=EVALUATOR_KEYS.expected, absent=null,
+        doc="""How the hill scores a submission: `shape` is `function` or `command`.
+For `function`, `entry` is a `.py` file inside the hill, `eval.py` by
+default, defining `eval(submission, *, final=False, **params)`. For
+`command`, `entry` is the command as a list of strings (a string is split on
+white space), run as COMMAND EVALUATORS below describes; `metrics` is then
+required."""),
+    Key("timeout", _SECONDS, kind="number", default=DEFAULT_TIMEOUT,
+        doc="""The watchdog, in seconds, greater than 0: an evaluation still running
+after it is killed, with every process it started, and reported `buggy`."""),
+    Key("params", MapOf("a mapping of param name to {type, default, ...}",
+                        scalar("a param name that is a Python identifier",
+                               lambda name: isinstance(name, str) and bool(PARAM_NAME_RE.match(name))),
+                        PARAM_KEYS),
+        kind="mapping", default={}, absent=empty, note="default none",
+        doc="The typed knobs of the hill, by name; see PARAMS below."),
+    Key("metrics", ListOf("a list of {name, direction}", METRIC_KEYS), kind="list", absent=null,
+        note="required for command shape",
+        doc="""The hill's metrics in ranking order: each a mapping with `name`,
+`direction` (`max` or `min`) and an optional `description`. A command
+evaluator declares exactly one, the name and direction of its score. For a
+function evaluator the list is optional; when given, every result must
+report exactly these metrics, in this order and with these directions, or
+the evaluation is `buggy` with a reason naming the first difference. A
+result with an empty `metrics` list is `buggy` either way: it has nothing
+to rank on. hills-describe(1) shows the list."""),
+    Key("blobs", BLOBS_KEYS, kind="mapping", default={}, absent=empty, note="default no globs and 10 MiB",
+        doc=f"""Which hill files are kept out of git and bound by `blobs.lock`: `track`, a
+list of glob patterns (or one string), and `threshold`, a size from which
+every file is a blob, either a number of bytes or a string such as `10MB`,
+`1.5GiB` or `500k` (k, M, G, T are powers of 1000; KiB, MiB, GiB, TiB of
+1024). The default threshold is {DEFAULT_BLOB_THRESHOLD} bytes. See hills-lock(5)."""),
+    Key("unit_tests", Maybe(UNIT_TESTS_KEYS), kind="mapping", default=None,
+        doc="""Frozen tests run against submissions: `command`, a list of strings (a
+string is split on white space), and `path`, a folder inside the hill,
+`unit_tests` by default, committed with the rest of the hill. In `command`,
+`{python}` is the hill environment's interpreter, `{tests}` the frozen copy
+of `path` in the run folder, `{solution}` the submission's `solution.py` and
+`{submission}` its folder. hills-eval(1) runs the command once, after the
+first replicate passes, in the submission's snapshot and under the
+watchdog: exit 0 keeps the status `passing`, another exit status makes it
+`failing`, a timeout `buggy`. The hill's working `path` folder is the
+climber's disposable copy (hills-describe(1) says where it is); only
+`--current` evaluations read it."""),
+    Key("replicates", scalar("an integer >= 1", lambda value: is_count(value, 1)), kind="integer", default=1,
+        doc="""How many replicates each evaluation runs, at least 1, with seeds 0 to N-1;
+`hills eval --repeat N` overrides it. Metrics are then medians, with their
+spread; see hills-eval(1)."""),
+    Key("final", FINAL_KEYS, kind="mapping", default={}, absent=null, note="default no budget",
+        doc="""`budget`: how many `--final` (holdout) evaluations each committed version
+of the hill allows, official or not (a look at the holdout is a look), an
+integer of at least 0, or null for no limit. Refused evaluations do not
+count; the count comes from the version's attempts log, which must verify.
+With a budget, `--final --current` is refused."""),
+    Key("exclusive", Maybe(scalar("a resource name such as gpu",
+                                  lambda value: isinstance(value, str) and bool(RESOURCE_RE.match(value)))),
+        kind="string", default=None,
+        doc="""A machine resource used by one evaluation at a time, such as `gpu`:
+lowercase letters, digits, `_` and `-`. A second evaluation needing it fails
+with exit status 4, or waits with `--queue`."""),
+    Key("sandbox", one_of("auto", "bwrap", "none"), kind="string", default="auto",
+        doc="""How the evaluator and the submitted code it starts are isolated:
+`bwrap` confines them with bubblewrap and fails the evaluation (exit status
+4) when it is not usable; `auto` uses bubblewrap when it is usable and
+runs without isolation otherwise; `none` never isolates. The level used is
+recorded in the report's config as `isolation`."""),
+    Key("network", _BOOLEAN, kind="boolean", default=False,
+        doc="""Whether the evaluator and submitted code may reach the network. When
+false, the bubblewrap isolation of `sandbox` gives them none; without
+isolation it is not enforced."""),
+    Key("limits", LIMITS_KEYS, kind="mapping", default={}, absent=empty, note="default the timeout and 4GiB",
+        doc="""Limits on submitted code that the evaluator starts through the `hills.sdk`
+module (in a command verifier, `$HILLS_PYTHON $HILLS_SOLUTION`): `time`, in
+seconds, greater than 0, the `timeout` by default; and `memory`, a size
+written as for `blobs.threshold`, at least 64MiB, 4GiB by default."""),
+), rule=_manifest_rule)
+
+
+def key_docs(table: Table = KEYS) -> dict[str, tuple[str, str]]:
+    """The keys of hill.yaml (or of one param, `table=PARAM_KEYS`) in order,
+    each with its manual label ("integer, required") and documentation: the
+    KEYS and PARAMS sections of hill.yaml(5)."""
+    return docs(table)
 
 
 def coerce_value(name, spec, value):
@@ -225,172 +396,16 @@ def parse_cli_value(name, spec, text):
     return coerce_value(name, spec, value)
 
 
-def validate(raw, source, folder_name=None):
-    """Validate a parsed hill.yaml mapping; return a plain, defaulted dict."""
-    checker = _Checker(source)
+def validate(raw: Any, source: str, folder_name: str | None = None) -> dict[str, Any]:
+    """Validate a parsed hill.yaml mapping against KEYS; return a plain,
+    defaulted dict. `folder_name`, when given, is the name the hill must have."""
     if not isinstance(raw, dict):
         raise UsageError(f"'{source}': expected a mapping at the top level, got {_show(raw)}")
-    for key in raw:
-        if key not in TOP_KEYS:
-            checker.unknown(key, TOP_KEYS)
-    if "spec" not in raw:
-        checker.fail("spec", f"the integer {SPEC_VERSION}", missing=True)
-    if raw["spec"] != SPEC_VERSION or isinstance(raw["spec"], bool):
-        checker.fail("spec", f"the integer {SPEC_VERSION}", raw["spec"])
-    for key in ("name", "version"):
-        if key not in raw:
-            checker.fail(key, "a string", missing=True)
-        if not isinstance(raw[key], str) or not raw[key]:
-            checker.fail(key, "a non-empty string", raw[key])
-    try:
-        validate_name(raw["name"])
-    except UsageError:
-        checker.fail("name", "a valid hill name (lowercase letters, digits, '.', '_', '-')", raw["name"])
-    if folder_name is not None and raw["name"] != folder_name:
-        checker.fail("name", f"'{folder_name}' (the hill's folder name)", raw["name"])
-    out = {"spec": SPEC_VERSION, "name": raw["name"], "version": raw["version"],
-           "description": raw.get("description") or ""}
-    if not isinstance(out["description"], str):
-        checker.fail("description", "a string", raw.get("description"))
-
-    evaluator = raw.get("evaluator")
-    if evaluator is None:
-        checker.fail("evaluator", "a mapping with shape and entry", missing=True)
-    if not isinstance(evaluator, dict):
-        checker.fail("evaluator", "a mapping with shape and entry", evaluator)
-    for key in evaluator:
-        if key not in ("shape", "entry"):
-            checker.unknown(f"evaluator.{key}", {"shape", "entry"})
-    shape = evaluator.get("shape")
-    if shape not in ("function", "command"):
-        checker.fail("evaluator.shape", "function or command", shape)
-    entry = evaluator.get("entry")
-    if shape == "function":
-        entry = "eval.py" if entry is None else entry
-        if not isinstance(entry, str) or not entry.endswith(".py") or entry.startswith("/") or ".." in entry.split("/"):
-            checker.fail("evaluator.entry", "a .py file inside the hill (default eval.py)", entry)
-    else:
-        if isinstance(entry, str):
-            entry = entry.split()
-        if not isinstance(entry, list) or not entry or not all(isinstance(a, str) and a for a in entry):
-            checker.fail("evaluator.entry", "a command as a list of strings", entry)
-    out["evaluator"] = {"shape": shape, "entry": entry}
-
-    timeout = raw.get("timeout", DEFAULT_TIMEOUT)
-    if not _is_number(timeout) or timeout <= 0:
-        checker.fail("timeout", "a number of seconds greater than 0", timeout)
-    out["timeout"] = timeout
-
-    params = raw.get("params") or {}
-    if not isinstance(params, dict):
-        checker.fail("params", "a mapping of param name to {type, default, ...}", params)
-    out["params"] = {name: _check_param(checker, name, spec) for name, spec in params.items()}
-
-    metrics = raw.get("metrics")
-    if metrics is None:
-        if shape == "command":
-            checker.fail("metrics", "a list of {name, direction} for a command evaluator", missing=True)
-        metrics = []
-    if not isinstance(metrics, list):
-        checker.fail("metrics", "a list of {name, direction}", metrics)
-    if shape == "command" and len(metrics) != 1:
-        checker.fail("metrics", "exactly one {name, direction} for a command evaluator (its result is one score)",
-                     metrics)
-    out["metrics"] = []
-    for index, metric in enumerate(metrics):
-        key = f"metrics[{index}]"
-        if not isinstance(metric, dict):
-            checker.fail(key, "a mapping with name and direction", metric)
-        for sub in metric:
-            if sub not in ("name", "direction", "description"):
-                checker.unknown(f"{key}.{sub}", {"name", "direction", "description"})
-        if not isinstance(metric.get("name"), str) or not metric.get("name"):
-            checker.fail(f"{key}.name", "a non-empty string", metric.get("name"))
-        if metric.get("direction") not in ("max", "min"):
-            checker.fail(f"{key}.direction", "max or min", metric.get("direction"))
-        out["metrics"].append({"name": metric["name"], "direction": metric["direction"],
-                               **({"description": metric["description"]} if metric.get("description") else {})})
-
-    blobs = raw.get("blobs") or {}
-    if not isinstance(blobs, dict):
-        checker.fail("blobs", "a mapping with track and threshold", blobs)
-    for key in blobs:
-        if key not in ("track", "threshold"):
-            checker.unknown(f"blobs.{key}", {"track", "threshold"})
-    track = blobs.get("track", [])
-    if isinstance(track, str):
-        track = [track]
-    if not isinstance(track, list) or not all(isinstance(g, str) and g for g in track):
-        checker.fail("blobs.track", "a list of glob patterns", track)
-    out["blobs"] = {"track": track,
-                    "threshold": parse_size(blobs.get("threshold", DEFAULT_BLOB_THRESHOLD), checker, "blobs.threshold")}
-
-    unit_tests = raw.get("unit_tests")
-    if unit_tests is not None:
-        if not isinstance(unit_tests, dict):
-            checker.fail("unit_tests", "a mapping with command and path", unit_tests)
-        for key in unit_tests:
-            if key not in ("command", "path"):
-                checker.unknown(f"unit_tests.{key}", {"command", "path"})
-        command = unit_tests.get("command")
-        if isinstance(command, str):
-            command = command.split()
-        if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
-            checker.fail("unit_tests.command", "a command as a list of strings", command)
-        path = unit_tests.get("path", "unit_tests")
-        if not isinstance(path, str) or path.startswith("/") or ".." in path.split("/"):
-            checker.fail("unit_tests.path", "a folder inside the hill", path)
-        out["unit_tests"] = {"command": command, "path": path}
-    else:
-        out["unit_tests"] = None
-
-    replicates = raw.get("replicates", 1)
-    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
-        checker.fail("replicates", "an integer >= 1", replicates)
-    out["replicates"] = replicates
-
-    final = raw.get("final")
-    out["final"] = {"budget": None}
-    if final is not None:
-        if not isinstance(final, dict):
-            checker.fail("final", "a mapping with budget", final)
-        for key in final:
-            if key != "budget":
-                checker.unknown(f"final.{key}", {"budget"})
-        budget = final.get("budget")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
-            checker.fail("final.budget", "an integer >= 0", budget)
-        out["final"]["budget"] = budget
-
-    exclusive = raw.get("exclusive")
-    if exclusive is not None and (not isinstance(exclusive, str) or not re.match(r"^[a-z0-9_-]+$", exclusive)):
-        checker.fail("exclusive", "a resource name such as gpu", exclusive)
-    out["exclusive"] = exclusive
-
-    sandbox = raw.get("sandbox", "auto")
-    if sandbox not in ("auto", "bwrap", "none"):
-        checker.fail("sandbox", "auto, bwrap or none", sandbox)
-    out["sandbox"] = sandbox
-
-    network = raw.get("network", False)
-    if not isinstance(network, bool):
-        checker.fail("network", "true or false", network)
-    out["network"] = network
-
-    limits = raw.get("limits") or {}
-    if not isinstance(limits, dict):
-        checker.fail("limits", "a mapping with time and memory", limits)
-    for key in limits:
-        if key not in ("time", "memory"):
-            checker.unknown(f"limits.{key}", {"time", "memory"})
-    time_limit = limits.get("time", timeout)
-    if not _is_number(time_limit) or time_limit <= 0:
-        checker.fail("limits.time", "a number of seconds greater than 0", time_limit)
-    memory = parse_size(limits.get("memory", DEFAULT_MEMORY), checker, "limits.memory")
-    if memory < 64 * 1024 * 1024:
-        checker.fail("limits.memory", "at least 64MiB", limits.get("memory"))
-    out["limits"] = {"time": time_limit, "memory": memory}
-    return out
+    at = At(source, quote=_show)
+    spec = KEYS(raw, at)
+    if folder_name is not None and spec["name"] != folder_name:
+        at.child("name").fail(f"'{folder_name}' (the hill's folder name)", spec["name"])
+    return spec
 
 
 def parse_text(text, source, folder_name=None):

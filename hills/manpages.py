@@ -855,102 +855,6 @@ A git alias:
     "see_also": ["hills(1)", "git(1)"],
 }
 
-# hill.yaml keys, in the order of manifest.TOP_KEYS: (type and default, text).
-MANIFEST_KEYS = {
-    "spec": ("integer, required", """The manifest format version. Must be 1."""),
-    "name": ("string, required",
-                """The hill's name; it must equal the name of the hill's folder. The rules
-are those of hills-new(1)."""),
-    "version": ("string, required",
-                """The hill's own version, shown in reports and by hills-describe(1). Quote a
-version YAML would read as a number (`"1.0"`)."""),
-    "description": ("string, default empty", """One line saying what the hill measures."""),
-    "evaluator": ("mapping, required",
-                """How the hill scores a submission: `shape` is `function` or `command`.
-For `function`, `entry` is a `.py` file inside the hill, `eval.py` by
-default, defining `eval(submission, *, final=False, **params)`. For
-`command`, `entry` is the command as a list of strings (a string is split on
-white space), run as COMMAND EVALUATORS below describes; `metrics` is then
-required."""),
-    "timeout": ("number, default 600",
-                """The watchdog, in seconds, greater than 0: an evaluation still running
-after it is killed, with every process it started, and reported `buggy`."""),
-    "params": ("mapping, default none",
-                """The typed knobs of the hill, by name; see PARAMS below."""),
-    "metrics": ("list, required for command shape",
-                """The hill's metrics in ranking order: each a mapping with `name`,
-`direction` (`max` or `min`) and an optional `description`. A command
-evaluator declares exactly one, the name and direction of its score. For a
-function evaluator the list is optional; when given, every result must
-report exactly these metrics, in this order and with these directions, or
-the evaluation is `buggy` with a reason naming the first difference. A
-result with an empty `metrics` list is `buggy` either way: it has nothing
-to rank on. hills-describe(1) shows the list."""),
-    "blobs": ("mapping, default no globs and 10 MiB",
-                """Which hill files are kept out of git and bound by `blobs.lock`: `track`, a
-list of glob patterns (or one string), and `threshold`, a size from which
-every file is a blob, either a number of bytes or a string such as `10MB`,
-`1.5GiB` or `500k` (k, M, G, T are powers of 1000; KiB, MiB, GiB, TiB of
-1024). The default threshold is 10485760 bytes. See hills-lock(5)."""),
-    "unit_tests": ("mapping, default none",
-                """Frozen tests run against submissions: `command`, a list of strings (a
-string is split on white space), and `path`, a folder inside the hill,
-`unit_tests` by default, committed with the rest of the hill. In `command`,
-`{python}` is the hill environment's interpreter, `{tests}` the frozen copy
-of `path` in the run folder, `{solution}` the submission's `solution.py` and
-`{submission}` its folder. hills-eval(1) runs the command once, after the
-first replicate passes, in the submission's snapshot and under the
-watchdog: exit 0 keeps the status `passing`, another exit status makes it
-`failing`, a timeout `buggy`. The hill's working `path` folder is the
-climber's disposable copy (hills-describe(1) says where it is); only
-`--current` evaluations read it."""),
-    "replicates": ("integer, default 1",
-                """How many replicates each evaluation runs, at least 1, with seeds 0 to N-1;
-`hills eval --repeat N` overrides it. Metrics are then medians, with their
-spread; see hills-eval(1)."""),
-    "final": ("mapping, default no budget",
-                """`budget`: how many `--final` (holdout) evaluations each committed version
-of the hill allows, official or not (a look at the holdout is a look), an
-integer of at least 0, or null for no limit. Refused evaluations do not
-count; the count comes from the version's attempts log, which must verify.
-With a budget, `--final --current` is refused."""),
-    "exclusive": ("string, default none",
-                """A machine resource used by one evaluation at a time, such as `gpu`:
-lowercase letters, digits, `_` and `-`. A second evaluation needing it fails
-with exit status 4, or waits with `--queue`."""),
-    "sandbox": ("string, default auto",
-                """How the evaluator and the submitted code it starts are isolated:
-`bwrap` confines them with bubblewrap and fails the evaluation (exit status
-4) when it is not usable; `auto` uses bubblewrap when it is usable and
-runs without isolation otherwise; `none` never isolates. The level used is
-recorded in the report's config as `isolation`."""),
-    "network": ("boolean, default false",
-                """Whether the evaluator and submitted code may reach the network. When
-false, the bubblewrap isolation of `sandbox` gives them none; without
-isolation it is not enforced."""),
-    "limits": ("mapping, default the timeout and 4GiB",
-                """Limits on submitted code that the evaluator starts through the `hills.sdk`
-module (in a command verifier, `$HILLS_PYTHON $HILLS_SOLUTION`): `time`, in
-seconds, greater than 0, the `timeout` by default; and `memory`, a size
-written as for `blobs.threshold`, at least 64MiB, 4GiB by default."""),
-}
-
-PARAM_KEYS = {
-    "type": ("string, required", """`int`, `float`, `str`, `bool` or `categorical`."""),
-    "default": ("required",
-                """The value used when `-p` does not set the param; it is checked like any
-other value, type and bounds included."""),
-    "primary": ("boolean, default false",
-                """Whether the param decides which reports compare: reports rank together
-only when their primary config values are equal (see hills-rank(1))."""),
-    "low": ("number, int and float only",
-                """The smallest value allowed; an integer for an `int` param."""),
-    "high": ("number, int and float only", """The largest value allowed, not below `low`."""),
-    "choices": ("list, categorical only, required there",
-                """The values allowed: strings, numbers or booleans."""),
-    "description": ("string", """What the param means, shown by hills-describe(1)."""),
-}
-
 # Report envelope fields, in the order hills eval writes them.
 REPORT_FIELDS = {
     "hill": ("string", "The hill's name."),
@@ -1062,13 +966,12 @@ nested deeper than 32 levels, or uses a YAML alias (`*name`, so also a `<<`
 merge key): aliases can make a few bytes expand without bound, so write
 each value out in full. A real hill.yaml is a few kilobytes. The same
 bounds apply to the `problem.yaml` of hills-new(1) `--from-hillclimb`."""),
-            ("KEYS", _definitions({key: MANIFEST_KEYS.get(key, ("", text))
-                                   for key, text in manifest.TOP_KEYS.items()})),
+            ("KEYS", _definitions(manifest.key_docs())),
             ("PARAMS", """Each key of `params` names a param: a Python identifier, passed to
 `eval()` as a keyword argument of that name. Its value is a mapping with
 these keys:
 
-""" + _definitions(PARAM_KEYS) + """
+""" + _definitions(manifest.key_docs(manifest.PARAM_KEYS)) + """
 
 `hills eval -p NAME=VALUE` sets a param from text: a base-10 integer for
 `int`, a number for `float`, `true`, `1`, `yes` or `on` (and `false`, `0`,

@@ -165,9 +165,11 @@ def test_wheel_installs_every_page():
         assert installed == {name for name in manpages.pages() if name.endswith("." + section)}
 
 
-def test_section_5_pages_cover_every_manifest_key():
-    assert list(manpages.MANIFEST_KEYS) == list(manifest.TOP_KEYS)
-    assert set(manpages.PARAM_KEYS) == set(manifest.PARAM_KEYS)
+def test_section_5_pages_cover_every_manifest_key() -> None:
+    page = manpages.pages()["hill.yaml.5"]
+    for table in (manifest.KEYS, manifest.PARAM_KEYS):
+        for name, (label, _doc) in manifest.key_docs(table).items():
+            assert f"\\fB{name}\\fR ({label})" in page, name
 
 
 def _assigned_keys(function, variable):

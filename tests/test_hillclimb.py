@@ -5,6 +5,7 @@ when run the way hillclimb runs it, and bad problem folders leave nothing."""
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run_bin, run_cli
-from hills import hillclimb, manifest
+from hills import hillclimb, manifest, schema
+from hills.errors import UsageError
+from key_fixtures import key_paths, put, wrong_type
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hillclimb"
 VERIFIER_SHAPED = FIXTURES / "spread-points"
@@ -363,3 +366,38 @@ def test_a_bin_packing_submission_without_solution_py_is_told_so(project, tmp_pa
     shown = run_cli("eval", str(empty), "-H", "bp")
     assert shown.code == 1
     assert "reason       the verifier failed (exit code 1): the submission has no solution.py" in shown.err
+
+
+# ---------------------------------------------------------------- the problem.yaml key table
+
+def test_every_problem_key_is_in_the_importer_docs() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "hillclimb.md").read_text(encoding="utf-8")
+    section = text.split("## problem.yaml, key by key\n", 1)[1].split("\n## ", 1)[0]
+    named = {token.split(":")[0] for token in re.findall(r"`([^`]+)`", section)}
+    first_column = {token.split(":")[0] for row in section.splitlines() if row.startswith("| `")
+                    for token in re.findall(r"`([^`]+)`", row.split("|")[1])}
+    known = set(hillclimb.PROBLEM_KEYS.names()) | set(hillclimb.KEPT_UNUSED)
+    assert known <= named
+    assert {token for token in first_column if re.fullmatch(r"[a-z_]+", token)} <= known
+
+
+PROBLEM_PATHS = list(key_paths(hillclimb.PROBLEM_KEYS))
+
+
+@pytest.mark.parametrize("path, key", PROBLEM_PATHS, ids=[path for path, _ in PROBLEM_PATHS])
+def test_each_problem_key_refuses_a_wrong_type_naming_the_key(path: str, key: schema.Key) -> None:
+    wrong = wrong_type(key)
+    meta = put({"metric": "score", "unit_tests": {"root": "tests", "command": ["pytest"]}}, path, wrong)
+    with pytest.raises(UsageError) as caught:
+        hillclimb.PROBLEM_KEYS(meta, schema.At("p/problem.yaml"))
+    assert caught.value.message.startswith(f"'p/problem.yaml': key '{path}': expected ")
+    assert caught.value.message.endswith(", got " + ("a list" if isinstance(wrong, list) else "a mapping"))
+
+
+def test_problem_defaults_come_from_the_table() -> None:
+    values = hillclimb.PROBLEM_KEYS({"metric": " score "}, schema.At("p/problem.yaml"))
+    assert values["metric"] == "score"
+    for key in hillclimb.PROBLEM_KEYS.keys:
+        if key.name != "metric":
+            assert values.get(key.name, schema.ABSENT) == key.default, key.name
+    assert values["description"] == hillclimb.DEFAULT_DESCRIPTION and values["verifier"] == hillclimb.DEFAULT_VERIFIER

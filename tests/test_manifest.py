@@ -2,15 +2,19 @@
 file or failing hill test is a FAIL line naming the key or file, `hills
 check` exits 1, and `hills commit` refuses (exit 1) without moving HEAD."""
 
+import copy
+import dataclasses
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from conftest import git, run_cli
-from hills import check, manifest
+from hills import check, manifest, schema
 from hills.errors import UsageError
+from key_fixtures import key_paths, put, wrong_type
 
 # (what is broken, edit applied to the circle-packing hill.yaml, words the FAIL line must hold)
 MANIFEST_ERRORS = [
@@ -245,3 +249,73 @@ def test_command_evaluator_needs_metrics():
     assert "missing key 'metrics'" in caught.value.message
     parsed = parse("metrics: [{name: score, direction: max}]\n", base=base)
     assert parsed["evaluator"] == {"shape": "command", "entry": ["./verify.sh"]}
+
+
+# The key table: one declaration drives validation, defaults and hill.yaml(5).
+
+MAN_PAGE = Path(__file__).resolve().parent.parent / "man" / "hill.yaml.5"
+VALID = {"spec": 1, "name": "demo", "version": "1", "evaluator": {"shape": "function", "entry": "eval.py"},
+         "params": {"n": {"type": "int", "default": 1}}, "metrics": [{"name": "m", "direction": "max"}],
+         "unit_tests": {"command": ["pytest"]}}
+
+
+def man_definitions(section: str) -> dict[str, tuple[str, str]]:
+    """The definition list of one section of hill.yaml(5): term -> (label, body)."""
+    text = MAN_PAGE.read_text(encoding="utf-8")
+    body = text.split(f"\n.SH {section}\n", 1)[1].split("\n.SH ", 1)[0]
+    found = {}
+    for entry in ("\n" + body).split("\n.TP\n")[1:]:
+        term, _, rest = entry.partition("\n")
+        match = re.fullmatch(r"\\fB(\w+)\\fR(?: \((.*)\))?", term)
+        assert match, term
+        found[match.group(1)] = (match.group(2) or "", rest.split("\n.PP\n", 1)[0])
+    return found
+
+
+@pytest.mark.parametrize("section, table", [("KEYS", manifest.KEYS), ("PARAMS", manifest.PARAM_KEYS)])
+def test_the_key_table_is_the_man_page(section: str, table: schema.Table) -> None:
+    documented = man_definitions(section)
+    assert list(documented) == table.names()
+    for key in table.keys:
+        label, body = documented[key.name]
+        assert label == key.label()
+        inner = key.table()
+        if inner is not None and inner is not manifest.PARAM_KEYS:
+            for sub in inner.names():
+                assert f"\\fB{sub}\\fR" in body, f"{key.name}.{sub} is not in the page"
+
+
+MANIFEST_PATHS = list(key_paths(manifest.KEYS))
+
+
+@pytest.mark.parametrize("path, key", MANIFEST_PATHS, ids=[path for path, _ in MANIFEST_PATHS])
+def test_each_key_refuses_a_wrong_type_naming_the_key(path: str, key: schema.Key) -> None:
+    wrong = wrong_type(key)
+    with pytest.raises(UsageError) as caught:
+        manifest.validate(put(copy.deepcopy(VALID), path, wrong), "demo/hill.yaml", "demo")
+    assert caught.value.message.startswith(f"'demo/hill.yaml': key '{path}': expected ")
+    assert caught.value.message.endswith(", got " + ("list" if isinstance(wrong, list) else "a mapping"))
+
+
+def test_defaults_come_from_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed = parse()
+    for key in manifest.KEYS.keys:
+        if key.name in BASE or key.default is schema.ABSENT:
+            continue
+        expected = key.default if not isinstance(key.check, schema.Table) else {
+            sub.name: sub.default for sub in key.check.keys if sub.default is not schema.ABSENT}
+        if key.name == "limits":
+            expected = {"time": parsed["timeout"], **expected}  # the one default that is another key
+        assert parsed[key.name] == expected, key.name
+    changed = dataclasses.replace(manifest.KEYS, keys=tuple(
+        dataclasses.replace(key, default=7) if key.name == "timeout" else key for key in manifest.KEYS.keys))
+    monkeypatch.setattr(manifest, "KEYS", changed)
+    assert parse()["timeout"] == 7 and parse()["limits"]["time"] == 7
+    assert manifest.key_docs(changed)["timeout"][0] == "number, default 7"
+
+
+def test_key_docs_are_the_page_sections_in_table_order() -> None:
+    docs = manifest.key_docs()
+    assert list(docs) == manifest.KEYS.names()
+    assert docs["spec"] == ("integer, required", "The manifest format version. Must be 1.")
+    assert manifest.key_docs(manifest.PARAM_KEYS)["primary"][0] == "boolean, default false"
