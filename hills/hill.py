@@ -2,17 +2,20 @@
 files that make up its git tree, its private data and its blobs."""
 
 import os
+import pathlib
 import shutil
 import stat as stat_module
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from . import git, manifest, state
 from .errors import UsageError
 
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
 HILLS_DIR = ".hills"
-TEMPLATES_DIR = os.path.join(os.path.dirname(__file__), "templates")
-HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "hooks", "pre-commit")
 # Kept out of every hill's tree; written at creation and at commit, never during an eval.
 BASE_EXCLUDES = ["/.vc/", "/private/", "__pycache__/", "*.py[cod]", ".pytest_cache/", ".DS_Store"]
 EXCLUDE_MARK = "# blobs (managed by hills commit)"
@@ -110,27 +113,46 @@ def _checked(hill):
     return hill
 
 
-def templates():
+def shipped(folder: str) -> "Traversable":
+    """A folder hills ships beside its code, kept once at the top of the
+    repository: `examples` (the example hills, the templates of `hills new
+    -t`) or `hooks` (the pre-commit stub).
+
+    The wheel carries both inside the package (pyproject.toml maps
+    `hills.examples` and `hills.hooks` to them), where importlib.resources
+    finds them. A checkout run through bin/, and the editable install, load
+    the package from hills/ itself, which holds no copy: there the folder is
+    the top-level one beside the package."""
+    import importlib.resources
+
+    package = importlib.resources.files(__package__)
+    inside = package.joinpath(folder)
+    if inside.is_dir():
+        return inside
+    return package.parent.joinpath(folder) if isinstance(package, pathlib.Path) else inside
+
+
+def templates() -> dict[str, str]:
     """{name: first line of its hill.yaml description}."""
     found = {}
-    for name in sorted(os.listdir(TEMPLATES_DIR)):
-        path = os.path.join(TEMPLATES_DIR, name, "hill.yaml")
-        if os.path.isfile(path):
+    for entry in sorted(shipped("examples").iterdir(), key=lambda entry: entry.name):
+        manifest_file = entry.joinpath("hill.yaml")
+        if entry.is_dir() and manifest_file.is_file():
             description = ""
-            with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    if line.startswith("description:"):
-                        description = line.split(":", 1)[1].strip().strip("'\"")
-                        break
-            found[name] = description
+            for line in manifest_file.read_text(encoding="utf-8").splitlines():
+                if line.startswith("description:"):
+                    description = line.split(":", 1)[1].strip().strip("'\"")
+                    break
+            found[entry.name] = description
     return found
 
 
-def install_hook(hill_dir):
+def install_hook(hill_dir: str) -> None:
+    """Write the pre-commit stub into the hill's `.vc/hooks/`, naming this
+    interpreter as the one to fall back on when `hills` is not on PATH."""
     hooks_dir = os.path.join(hill_dir, ".vc", "hooks")
     os.makedirs(hooks_dir, exist_ok=True)
-    with open(HOOK_SOURCE, encoding="utf-8") as handle:
-        text = handle.read()
+    text = shipped("hooks").joinpath("pre-commit").read_text(encoding="utf-8")
     text = text.replace("@PYTHON@", sys.executable)
     state.atomic_write(os.path.join(hooks_dir, "pre-commit"), text, 0o755)
 
@@ -161,11 +183,13 @@ def create(name, template="default", project_dir=None, populate=None):
 
     `populate(staging)`, when given, writes the hill files instead of a
     template (`hills new --from-hillclimb`); `template` then only labels it."""
+    import importlib.resources
+
     from . import uvenv
 
     manifest.validate_name(name)
-    source = os.path.join(TEMPLATES_DIR, template)
-    if populate is None and (not template or "/" in template or not os.path.isfile(os.path.join(source, "hill.yaml"))):
+    source = shipped("examples").joinpath(template) if template and "/" not in template else None
+    if populate is None and (source is None or not source.joinpath("hill.yaml").is_file()):
         raise UsageError(f"unknown template '{template}'",
                          hint="available templates: " + ", ".join(templates()))
     project_dir = os.path.abspath(project_dir or os.getcwd())
@@ -196,7 +220,8 @@ def create(name, template="default", project_dir=None, populate=None):
         if populate is not None:
             populate(staging)
         else:
-            state.copy_tree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+            with importlib.resources.as_file(source) as folder:
+                state.copy_tree(folder, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
         for rel in ("hill.yaml", "README.md", "pyproject.toml") if populate is None else ():
             path = os.path.join(staging, rel)
             if os.path.exists(path):

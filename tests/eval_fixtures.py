@@ -18,7 +18,7 @@ from conftest import Result
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRIVIAL_TEST = "def test_the_hill_imports():\n    import eval  # noqa: F401\n"
-GRID_EXAMPLE = REPO_ROOT / "hills" / "templates" / "circle-packing" / "examples" / "grid"
+GRID_EXAMPLE = REPO_ROOT / "examples" / "circle-packing" / "examples" / "grid"
 
 
 class Outcome(Result):

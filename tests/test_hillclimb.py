@@ -21,7 +21,7 @@ from key_fixtures import key_paths, put, wrong_type
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hillclimb"
 VERIFIER_SHAPED = FIXTURES / "spread-points"
 TWO_STEP = FIXTURES / "two-step-knapsack"
-BIN_PACKING = Path(hillclimb.__file__).resolve().parent / "templates" / "bin-packing"
+BIN_PACKING = Path(__file__).resolve().parent.parent / "examples" / "bin-packing"
 
 
 # ---------------------------------------------------------------- helpers

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import hills
-from hills import manifest
+from hills import hill, manifest
 
 PACKAGE_DIR = Path(hills.__file__).resolve().parent
-TEMPLATES_DIR = PACKAGE_DIR / "templates"
+TEMPLATES_DIR = Path(hill.shipped("examples"))
 RUNNER = PACKAGE_DIR / "testrunner.py"
 TEMPLATES = ["bin-packing", "circle-packing", "default"]
 SHAPES = {"bin-packing": {"shape": "command", "entry": ["bash", "problem/verifier.sh"]},
