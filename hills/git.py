@@ -1,9 +1,16 @@
 """The only module that runs git: plumbing calls on a hill's `.vc` git dir."""
 
+from __future__ import annotations
+
 import os
 import subprocess
+from typing import TYPE_CHECKING, Literal, overload
 
 from .errors import CommandFailed, EnvironmentProblem
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+    from pathlib import Path
 
 # Pinned so a commit made by hills never depends on the caller's git config.
 _IDENTITY = {
@@ -14,7 +21,7 @@ _IDENTITY = {
 }
 
 
-def clean_env(extra=None, keep_identity=True):
+def clean_env(extra: Mapping[str, str] | None = None, keep_identity: bool = True) -> dict[str, str]:
     """A deliberate copy of os.environ without GIT_* (they would redirect git
     to another repository, e.g. when called from a hook)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -36,7 +43,8 @@ def clean_env(extra=None, keep_identity=True):
     return env
 
 
-def _git(argv, env, input, cwd, ok_codes):
+def _git(argv: list[str], env: Mapping[str, str], input: str | bytes | None, cwd: str | None,
+         ok_codes: Collection[int]) -> tuple[int, bytes]:
     """Run git with an argument list (never a shell) and a deliberate
     environment; return (exit code, stdout bytes). A failure raises
     CommandFailed with the command, its exit code and its stderr."""
@@ -56,11 +64,23 @@ def _git(argv, env, input, cwd, ok_codes):
 class Repo:
     """A hill's git dir (`git_dir`) with its work tree (`work_tree`)."""
 
-    def __init__(self, work_tree, git_dir=None):
+    def __init__(self, work_tree: Path | str, git_dir: Path | str | None = None) -> None:
         self.work_tree = os.fspath(work_tree)
         self.git_dir = os.fspath(git_dir or os.path.join(self.work_tree, ".vc"))
 
-    def run(self, subcommand, *args, input=None, env=None, ok_codes=(0,), binary=False):
+    @overload
+    def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
+            env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
+            binary: Literal[False] = False) -> str: ...
+
+    @overload
+    def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
+            env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
+            binary: Literal[True]) -> bytes: ...
+
+    def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
+            env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
+            binary: bool = False) -> str | bytes:
         """Run `git <subcommand> args` and return stdout (str, or bytes when binary)."""
         argv = ["--git-dir=" + self.git_dir, "--work-tree=" + self.work_tree,
                 "-c", "core.quotepath=off", "-c", "core.autocrlf=false",
@@ -70,14 +90,14 @@ class Repo:
         self.last_exit_code = exit_code
         return out if binary else out.decode("utf-8", "replace")
 
-    def init(self):
+    def init(self) -> None:
         os.makedirs(self.git_dir, exist_ok=True)
         _git(["init", "-q", "--bare", self.git_dir], clean_env(), None, None, (0,))
         # A bare init marks the repo bare; we drive it with an explicit work tree.
         self.run("config", "core.bare", "false")
         self.run("config", "core.logAllRefUpdates", "true")
 
-    def head(self):
+    def head(self) -> str | None:
         """The commit id HEAD points at, or None before the first commit."""
         commit_id = self._head_from_files()
         if commit_id:
@@ -85,7 +105,7 @@ class Repo:
         out = self.run("rev-parse", "--verify", "-q", "HEAD^{commit}", ok_codes=(0, 1))
         return out.strip() or None
 
-    def _head_from_files(self):
+    def _head_from_files(self) -> str | None:
         """HEAD read straight from `.vc` for the common case (a loose branch
         ref), saving a git process on every eval; None means "ask git"."""
         try:
@@ -102,26 +122,35 @@ class Repo:
             return commit_id
         return None
 
-    def tree_of(self, commit):
+    def tree_of(self, commit: str) -> str:
         return self.run("rev-parse", "--verify", f"{commit}^{{tree}}").strip()
 
-    def show_blob(self, rev, path, binary=False, env=None):
+    @overload
+    def show_blob(self, rev: str, path: str, binary: Literal[False] = False,
+                  env: Mapping[str, str] | None = None) -> str | None: ...
+
+    @overload
+    def show_blob(self, rev: str, path: str, binary: Literal[True],
+                  env: Mapping[str, str] | None = None) -> bytes | None: ...
+
+    def show_blob(self, rev: str, path: str, binary: bool = False,
+                  env: Mapping[str, str] | None = None) -> str | bytes | None:
         """The content of `path` at `rev` ("" for the index), or None when absent."""
         out = self.run("cat-file", "blob", f"{rev}:{path}", ok_codes=(0, 128), binary=True, env=env)
         if self.last_exit_code != 0:
             return None
         return out if binary else out.decode("utf-8")
 
-    def ls_tree(self, rev):
+    def ls_tree(self, rev: str) -> dict[str, tuple[str, str]]:
         """{path: (mode, object_id)} for every file at `rev`."""
         return _entries(self.run("ls-tree", "-r", "-z", "--full-tree", rev), id_field=2)
 
-    def ls_index(self, env=None):
+    def ls_index(self, env: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
         """{path: (mode, object_id)} for every entry of the index (`env` may
         name another one with GIT_INDEX_FILE)."""
         return _entries(self.run("ls-files", "-z", "--cached", "--stage", env=env), id_field=1)
 
-    def object_sizes(self, object_ids):
+    def object_sizes(self, object_ids: Collection[str]) -> dict[str, tuple[str, int]]:
         """{object_id: (type, size)} for the objects that exist."""
         if not object_ids:
             return {}
@@ -135,7 +164,7 @@ class Repo:
         return found
 
 
-def _entries(out, id_field):
+def _entries(out: str, id_field: int) -> dict[str, tuple[str, str]]:
     """Parse `ls-tree -z` or `ls-files --stage -z` records."""
     entries = {}
     for record in out.split("\0"):
@@ -147,11 +176,11 @@ def _entries(out, id_field):
     return entries
 
 
-def lineage(folder):
+def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     """`{"ref": "branch@sha", "dirty": bool}` when `folder` is inside a git
     checkout, else None. One git call. Never raises: lineage is metadata."""
     try:
-        exit_code, out = _git(["-C", folder, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
+        exit_code, out = _git(["-C", os.fspath(folder), "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
                                "--untracked-files=normal", "--", "."], clean_env(), None, None, (0, 128))
     except (CommandFailed, EnvironmentProblem):
         return None

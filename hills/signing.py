@@ -6,6 +6,8 @@ separators `,` and `:`, UTF-8 text (no `\\u` escapes beyond what JSON needs),
 numbers exactly as Python's json module writes them, and finite numbers only.
 """
 
+from __future__ import annotations
+
 import hashlib
 import hmac
 import json
@@ -15,13 +17,18 @@ import time
 
 from .errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, NoReturn
+
 SCHEME = "hmac-sha256"
 SELF_REPORTED_REASON = "signed by hills-sign, not produced by an evaluator"
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
-def canonical_json(obj):
+def canonical_json(obj: object) -> bytes:
     """The canonical UTF-8 encoding of `obj`; refuses NaN, inf and non-JSON values."""
     try:
         text = json.dumps(obj, sort_keys=True, separators=(",", ":"),
@@ -43,7 +50,7 @@ def canonical_json(obj):
                          hint="reports and log entries are UTF-8; replace the offending characters")
 
 
-def clean_text(value):
+def clean_text(value: Any) -> Any:
     """`value` with every string made encodable as UTF-8: a lone surrogate
     (from a file name or an evaluator's output) becomes a visible escape."""
     if isinstance(value, str):
@@ -59,7 +66,7 @@ def clean_text(value):
     return value
 
 
-def _find_unencodable(value, path):
+def _find_unencodable(value: object, path: str) -> tuple[str, str] | None:
     if isinstance(value, float):
         if not math.isfinite(value):
             return path, f"not a finite number ({value!r})"
@@ -91,20 +98,20 @@ def _find_unencodable(value, path):
     return path, f"a {type(value).__name__}, which JSON cannot hold"
 
 
-def _unsigned(envelope):
+def _unsigned(envelope: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in envelope.items() if key != "signature"}
 
 
-def _digest(envelope, key):
+def _digest(envelope: dict[str, Any], key: bytes) -> str:
     return hmac.new(key, canonical_json(_unsigned(envelope)), hashlib.sha256).hexdigest()
 
 
-def sign(envelope, key):
+def sign(envelope: dict[str, Any], key: bytes) -> str:
     """The signature of `envelope` (its own `signature` key is ignored)."""
     return f"{SCHEME}:{_digest(envelope, key)}"
 
 
-def verify(envelope, key):
+def verify(envelope: object, key: bytes) -> tuple[bool, str]:
     """(ok, reason): whether `envelope` carries a valid signature for `key`."""
     if not isinstance(envelope, dict):
         return False, f"signature INVALID: a report is a JSON object, not {json_kind(envelope)}"
@@ -125,14 +132,14 @@ def verify(envelope, key):
     return False, "signature INVALID: the report was edited, or signed with another machine's key"
 
 
-def _reject_constant(name):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a finite number")
 
 
-def _no_duplicates(pairs):
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # Parsers disagree on which duplicate wins; a report with two `passed`
     # keys could read differently in a viewer than in hills, so refuse it.
-    result = {}
+    result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
             raise ValueError(f"duplicate key '{key}'")
@@ -140,7 +147,7 @@ def _no_duplicates(pairs):
     return result
 
 
-def parse_report(text, source):
+def parse_report(text: str | bytes, source: str) -> dict[str, Any]:
     """Parse report text; `source` names it in errors (a path or '<stdin>')."""
     try:
         report = json.loads(text, object_pairs_hook=_no_duplicates,
@@ -155,7 +162,7 @@ def parse_report(text, source):
     return report
 
 
-def json_kind(value):
+def json_kind(value: object) -> str:
     """How an error message names the JSON type of `value`."""
     if isinstance(value, dict):
         return "an object"
@@ -170,7 +177,7 @@ def json_kind(value):
     return "a number"
 
 
-def load_report(path):
+def load_report(path: Path | str) -> dict[str, Any]:
     """Read a report file (`-` reads stdin) into a dict."""
     if path == "-":
         import sys
@@ -194,11 +201,11 @@ def load_report(path):
     return parse_report(text, source)
 
 
-def utc_timestamp(seconds=None):
+def utc_timestamp(seconds: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def self_reported(payload, key):
+def self_reported(payload: object, key: bytes) -> dict[str, Any]:
     """What `hills-sign` emits: `payload` marked unofficial and self-reported, then signed."""
     if not isinstance(payload, dict):
         raise UsageError(f"hills-sign signs a JSON object, not {json_kind(payload)}")

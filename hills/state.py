@@ -1,5 +1,7 @@
 """Machine state outside every project: home folder, key, registry, locks."""
 
+from __future__ import annotations
+
 import contextlib
 import errno
 import fcntl
@@ -10,8 +12,14 @@ import tempfile
 
 from .errors import EnvironmentProblem, UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterator
+    from pathlib import Path
+    from typing import Any
 
-def home():
+
+def home() -> str:
     """The machine state folder (`HILLS_HOME`, else ~/.autolab/hills)."""
     configured = os.environ.get("HILLS_HOME")
     if configured:
@@ -19,7 +27,7 @@ def home():
     return os.path.join(os.path.expanduser("~"), ".autolab", "hills")
 
 
-def ensure_home():
+def ensure_home() -> bool:
     """Create the machine state folder and key if missing; True when created."""
     root = home()
     created = not os.path.isdir(root)
@@ -31,11 +39,11 @@ def ensure_home():
     return created
 
 
-def key_path():
+def key_path() -> str:
     return os.path.join(home(), "key")
 
 
-def _ensure_key():
+def _ensure_key() -> None:
     path = key_path()
     if os.path.exists(path):
         return
@@ -58,16 +66,19 @@ def _ensure_key():
             os.unlink(tmp)
 
 
-def load_key():
+def load_key() -> bytes:
     """The machine key as bytes; created on first use."""
     data = existing_key()
     if data is None:
         ensure_home()
         data = existing_key()
+        if data is None:
+            raise EnvironmentProblem(f"machine key '{key_path()}' vanished as it was created",
+                                     hint="another process removed it: run the command again")
     return data
 
 
-def existing_key():
+def existing_key() -> bytes | None:
     """The machine key as bytes, or None when this machine has none yet.
     Never creates it: checking a signature must leave no trace."""
     path = key_path()
@@ -82,7 +93,7 @@ def existing_key():
     return data
 
 
-def atomic_write(path, data, mode=0o644):
+def atomic_write(path: Path | str, data: bytes | str, mode: int = 0o644) -> None:
     """Write bytes or text to `path` through a temp file and rename."""
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -103,15 +114,15 @@ def atomic_write(path, data, mode=0o644):
             raise
 
 
-def copy_tree(source, target, **options):
+def copy_tree(source: Path | str, target: Path | str, **options: Any) -> object:
     """shutil.copytree, but its first error is raised as itself (a full disk
     with its errno and the file it was writing) rather than folded into a
     list of texts."""
     import shutil
 
-    first = []
+    first: list[OSError] = []
 
-    def copy(src, dst, *, follow_symlinks=True):
+    def copy(src: str, dst: str, *, follow_symlinks: bool = True) -> object:
         try:
             return shutil.copy2(src, dst, follow_symlinks=follow_symlinks)
         except OSError as exc:
@@ -132,7 +143,7 @@ WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, 
 
 
 @contextlib.contextmanager
-def named_os_errors(path):
+def named_os_errors(path: Path | str) -> Iterator[None]:
     """Name `path` in a write error that names no file or only a temp file
     beside it (a buffered write, a mkstemp), so the user sees what failed."""
     path = os.fspath(path)
@@ -148,7 +159,7 @@ def named_os_errors(path):
 
 
 @contextlib.contextmanager
-def write_errors_as_problems(folder=None):
+def write_errors_as_problems(folder: Path | str | None = None) -> Iterator[None]:
     """Turn a write error (see WRITE_ERRNOS) into the EnvironmentProblem
     that names its path; one without a path is named by `folder`, where
     the work inside was writing."""
@@ -163,7 +174,7 @@ def write_errors_as_problems(folder=None):
         raise problem from exc
 
 
-def write_problem(exc):
+def write_problem(exc: BaseException) -> EnvironmentProblem | None:
     """The EnvironmentProblem (exit 4) for an OSError of WRITE_ERRNOS,
     naming the path and saying what to do; None for any other error,
     which stays a bug."""
@@ -201,11 +212,11 @@ def write_problem(exc):
     return EnvironmentProblem(f"cannot {verb} '{path}': {reason}", hint=hint)
 
 
-def _within(path, folder):
+def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _file_in_the_way(path):
+def _file_in_the_way(path: str) -> str | None:
     """The nearest existing ancestor of `path` that is not a folder."""
     current = os.path.dirname(path)
     while current and current != os.path.dirname(current):
@@ -216,7 +227,7 @@ def _file_in_the_way(path):
 
 
 @contextlib.contextmanager
-def file_lock(path, blocking=True):
+def file_lock(path: Path | str, blocking: bool = True) -> Iterator[bool]:
     """An exclusive flock on `path` (created if needed); yields True if held."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     # O_NOFOLLOW: a link planted where a lock goes (say, by an evaluator in
@@ -239,7 +250,7 @@ def file_lock(path, blocking=True):
         os.close(fd)
 
 
-def registry_path():
+def registry_path() -> str:
     return os.path.join(home(), "registry.json")
 
 
@@ -248,7 +259,7 @@ REGISTRY_HINT = ("repair it, or move it aside: 'hills new' and 'hills commit' re
                  "(approvals made with 'hills pin' are then lost)")
 
 
-def load_registry():
+def load_registry() -> dict[str, Any]:
     """{"version": 2, "hills": {name: [entry, ...]}}: the hills of this
     machine, several under one name when projects each hold one. An entry
     has `path` and, once known, `tree_hash`, `template` and `pinned`. The
@@ -264,11 +275,11 @@ def load_registry():
     return _upgraded(registry, path)
 
 
-def _upgraded(registry, path):
+def _upgraded(registry: object, path: str) -> dict[str, Any]:
     if not isinstance(registry, dict) or not isinstance(registry.get("hills", {}), dict):
         raise EnvironmentProblem(f"registry '{path}' is not a JSON object holding a 'hills' object",
                                  hint=REGISTRY_HINT)
-    hills = {}
+    hills: dict[str, list[dict[str, Any]]] = {}
     for name, entries in registry.get("hills", {}).items():
         if isinstance(entries, dict):
             entries = [entries]
@@ -280,18 +291,19 @@ def _upgraded(registry, path):
     return {**registry, "version": REGISTRY_VERSION, "hills": hills}
 
 
-def same_path(first, second):
+def same_path(first: Path | str, second: Path | str) -> bool:
     return os.path.realpath(first) == os.path.realpath(second)
 
 
-def registry_entries(registry=None):
+def registry_entries(registry: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """[(name, entry)] for every registered hill, by name, then in the order
     they were registered."""
     registry = load_registry() if registry is None else registry
     return [(name, entry) for name in sorted(registry["hills"]) for entry in registry["hills"][name]]
 
 
-def registry_entry(registry, name, path, add=False):
+def registry_entry(registry: dict[str, Any], name: str, path: Path | str,
+                   add: bool = False) -> dict[str, Any] | None:
     """The entry of the hill named `name` at `path`; with `add`, one is
     added when there is none, else None."""
     entries = registry["hills"].get(name, [])
@@ -305,7 +317,7 @@ def registry_entry(registry, name, path, add=False):
     return entry
 
 
-def update_registry(change):
+def update_registry(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
     """Apply `change(registry)` under the registry lock and write it atomically."""
     ensure_home()
     with file_lock(os.path.join(home(), "locks", "registry.lock")):
@@ -315,7 +327,7 @@ def update_registry(change):
     return registry
 
 
-def state_dir(name, tree_hash, hill_path=None):
+def state_dir(name: str, tree_hash: str | None, hill_path: Path | str | None = None) -> str:
     """Per hill-version state: attempts log and caches. A committed version
     is its tree, whichever folder holds it: the same tree is the same files
     and, by digest, the same held-out data, so same-named hills with one
@@ -323,42 +335,44 @@ def state_dir(name, tree_hash, hill_path=None):
     None) belongs to the folder at `hill_path` alone."""
     if tree_hash:
         return os.path.join(home(), "state", f"{name}@{tree_hash}")
+    if hill_path is None:
+        raise TypeError("the state of a working tree needs the hill's folder")
     import hashlib
 
     folder = hashlib.sha256(os.path.realpath(hill_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return os.path.join(home(), "state", f"{name}@current-{folder}")
 
 
-def runs_dir(name):
+def runs_dir(name: str) -> str:
     return os.path.join(home(), "runs", name)
 
 
-def envs_dir(name):
+def envs_dir(name: str) -> str:
     return os.path.join(home(), "envs", name)
 
 
-def check_writable_home():
+def check_writable_home() -> None:
     root = home()
     if os.path.exists(root) and not os.access(root, os.W_OK):
         raise UsageError(f"machine state folder '{root}' is not writable",
                          hint="set HILLS_HOME to a folder you own")
 
 
-def _seal_mac(path, body):
+def _seal_mac(path: Path | str, body: bytes) -> str:
     import hashlib
     import hmac
 
     return hmac.new(load_key(), os.path.abspath(path).encode() + b"\0" + body, hashlib.sha256).hexdigest()
 
 
-def sealed_write(path, value, mode=0o600):
+def sealed_write(path: Path | str, value: object, mode: int = 0o600) -> None:
     """Write JSON with an HMAC over its content and its own path: a cache an
     edit cannot vouch for."""
     body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     atomic_write(path, json.dumps({"value": value, "mac": _seal_mac(path, body)}), mode)
 
 
-def sealed_read(path):
+def sealed_read(path: Path | str) -> Any:
     """The value written by sealed_write, or None when missing or edited."""
     import hmac
 
@@ -373,11 +387,11 @@ def sealed_read(path):
     return None
 
 
-def folder_signature(folder, skip=()):
+def folder_signature(folder: Path | str, skip: Collection[str] = ()) -> dict[str, list[str | int]]:
     """{relative path: [kind, size, mtime_ns, ctime_ns, inode]} of everything
     in `folder`. ctime cannot be set back by a user, so an edited or added
     file always shows."""
-    entries = {}
+    entries: dict[str, list[str | int]] = {}
     for current, dirs, files in os.walk(folder):
         for name in dirs + files:
             full = os.path.join(current, name)
