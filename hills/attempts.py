@@ -1,20 +1,29 @@
 """`hills attempts`: a hill version's history, its best reports, and the
 state of its chained log, cross-checked against the notes in the hill."""
 
+from __future__ import annotations
+
 import json
 import os
 
 from . import chain, evaluate, rank, state
 from .report import summary_line
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
-def notes_head(hill, tree_hash):
+    from .hill import Hill
+
+
+def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
     """The newest {seq, mac} recorded in the notes of commits with `tree_hash`.
 
     The notes live in the hill's git dir, out of reach of an edit to the log.
     """
     out = hill.repo.run("notes", f"--ref={evaluate.NOTES_REF}", "list", ok_codes=(0, 1))
-    best = None
+    best: dict[str, Any] | None = None
     for line in out.splitlines():
         parts = line.split()
         if len(parts) != 2:
@@ -35,7 +44,7 @@ def notes_head(hill, tree_hash):
     return best
 
 
-def _log_path(hill, current, tree_hash):
+def _log_path(hill: Hill, current: bool, tree_hash: str | None) -> tuple[str | None, str | None]:
     if current:
         return None, evaluate.attempts_path(hill.name, None, hill.path)
     if tree_hash is None:
@@ -46,10 +55,10 @@ def _log_path(hill, current, tree_hash):
     return tree_hash, evaluate.attempts_path(hill.name, tree_hash)
 
 
-def collect(hill, current=False, tree_hash=None):
+def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> dict[str, Any]:
     key = state.load_key()
     tree_hash, path = _log_path(hill, current, tree_hash)
-    result = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
+    result: dict[str, Any] = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
               "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
     if path is None:
         return result
@@ -66,7 +75,7 @@ def collect(hill, current=False, tree_hash=None):
             if by_notes.break_line and (break_line is None or by_notes.break_line < break_line):
                 break_line = by_notes.break_line
     result["chain"] = {"ok": not problems, "count": verdict.count, "problems": problems, "break_line": break_line}
-    items = []
+    items: list[tuple[str, dict[str, Any]]] = []
     for index, entry in enumerate(chain.read(path) if os.path.exists(path) else []):
         report = entry.get("report")
         if not isinstance(report, dict):
@@ -81,7 +90,7 @@ def collect(hill, current=False, tree_hash=None):
     return result
 
 
-def logged_reports(hill):
+def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
     """[(source, report)] from the attempts log of the hill's HEAD."""
     tree_hash, path = _log_path(hill, False, None)
     if not path or not os.path.exists(path):
@@ -90,7 +99,7 @@ def logged_reports(hill):
             for entry in chain.read(path) if isinstance(entry.get("report"), dict)]
 
 
-def render(result, emit):
+def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
     tree = (result["tree_hash"] or "working tree")[:12]
     emit(f"{result['hill']} @ {tree}: {len(result['attempts'])} attempt(s)")
     if result["attempts"]:

@@ -1,21 +1,30 @@
 """Read-only views of a hill: status against HEAD, version log, description."""
 
+from __future__ import annotations
+
 import hashlib
 import os
 
 from . import commit as commit_module, hill as hill_module, locks
 from .errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from .hill import Hill
+
 NOTES_REF = "refs/notes/hills/reports"
 
 
-def git_blob_id(path):
+def git_blob_id(path: Path | str) -> str:
     with open(path, "rb") as handle:
         data = handle.read()
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def status(hill):
+def status(hill: Hill) -> dict[str, Any]:
     """{'head', 'files': [(change, path)], 'private': [...], 'blobs': [...]}."""
     head = hill.repo.head()
     regular, blobs = hill_module.list_tree_files(hill)
@@ -36,8 +45,8 @@ def status(hill):
         if rel not in regular:
             files.append(("deleted" if not os.path.exists(os.path.join(hill.path, rel)) else "now a blob", rel))
     cache = locks.StatCache(hill.path)
-    drift = {}
-    links = []  # under private/: drift that hills-eval refuses, shown rather than an error here
+    drift: dict[str, list[tuple[str, str]]] = {}
+    links: list[str] = []  # under private/: drift that hills-eval refuses, shown rather than an error here
     for lock_name, rel_paths in ((locks.PRIVATE_LOCK, locks.walk_private(hill.path, links)),
                                  (locks.BLOBS_LOCK, blobs)):
         actual = locks.hash_files(hill.path, rel_paths, cache)
@@ -51,9 +60,9 @@ def status(hill):
             "private": drift[locks.PRIVATE_LOCK], "blobs": drift[locks.BLOBS_LOCK]}
 
 
-def eval_counts(hill):
+def eval_counts(hill: Hill) -> dict[str, int]:
     """{commit: number of official reports in the notes}."""
-    counts = {}
+    counts: dict[str, int] = {}
     out = hill.repo.run("notes", f"--ref={NOTES_REF}", "list", ok_codes=(0, 1))
     pairs = [line.split() for line in out.splitlines() if line.strip()]
     if not pairs:
@@ -69,7 +78,7 @@ def eval_counts(hill):
     return counts
 
 
-def log(hill):
+def log(hill: Hill) -> list[dict[str, Any]]:
     """Versions, newest first: tree hash, commit, message, date, eval count."""
     head = hill.repo.head()
     if not head:
@@ -87,7 +96,7 @@ def log(hill):
     return versions
 
 
-def describe(hill):
+def describe(hill: Hill) -> dict[str, Any]:
     spec = hill.manifest()
     readme_path = os.path.join(hill.path, "README.md")
     try:
@@ -96,7 +105,7 @@ def describe(hill):
     except FileNotFoundError:
         raise UsageError(f"hill '{hill.name}' has no README.md")
     head = hill.repo.head()
-    described = {
+    described: dict[str, Any] = {
         "hill": spec["name"],
         "version": spec["version"],
         "description": spec["description"],

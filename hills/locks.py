@@ -2,6 +2,8 @@
 their canonical TOML encoding, and the stat cache that makes re-checking
 unchanged data cost one stat per file."""
 
+from __future__ import annotations
+
 import fnmatch
 import hashlib
 import hmac
@@ -12,13 +14,19 @@ import stat as stat_module
 from . import state
 from .errors import Refused, UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+    from typing import Any
+
 LOCK_VERSION = 1
 PRIVATE_LOCK = "private.lock"
 BLOBS_LOCK = "blobs.lock"
 PRIVATE_DIR = "private"
 
 
-def file_digest(path):
+def file_digest(path: Path | str) -> str:
     """`blake3:<hex>` of a file's bytes, memory-mapped and multi-threaded."""
     import blake3
 
@@ -28,7 +36,7 @@ def file_digest(path):
     return "blake3:" + hasher.hexdigest()
 
 
-def encode(entries):
+def encode(entries: Mapping[str, Mapping[str, Any]]) -> str:
     """Canonical TOML for a lock: `version` first, then files sorted by path."""
     import tomli_w
 
@@ -38,7 +46,7 @@ def encode(entries):
     return tomli_w.dumps(document)
 
 
-def decode(text, source):
+def decode(text: str, source: str) -> dict[str, dict[str, Any]]:
     """Parse a lock's TOML into {path: {size, digest}}; errors name the file."""
     import tomllib
 
@@ -52,7 +60,7 @@ def decode(text, source):
     if unknown:
         raise UsageError(f"'{source}': unknown key '{sorted(unknown)[0]}'", hint="a lock holds only version and files")
     files = document.get("files", {})
-    entries = {}
+    entries: dict[str, dict[str, Any]] = {}
     for path, entry in files.items():
         if (not isinstance(entry, dict) or not isinstance(entry.get("size"), int)
                 or not str(entry.get("digest", "")).startswith("blake3:")):
@@ -61,7 +69,7 @@ def decode(text, source):
     return entries
 
 
-def walk_private(hill_dir, links=None):
+def walk_private(hill_dir: Path | str, links: list[str] | None = None) -> list[str]:
     """Relative paths of every file under private/. Symbolic links are
     refused, or, when `links` is a list, put there instead."""
     root = os.path.join(hill_dir, PRIVATE_DIR)
@@ -83,7 +91,7 @@ def walk_private(hill_dir, links=None):
     return found
 
 
-def is_blob(rel_path, size, rules):
+def is_blob(rel_path: str, size: int, rules: Mapping[str, Any]) -> bool:
     """Whether a (non-private) hill file is kept out of git by the blob rules."""
     if size >= rules["threshold"]:
         return True
@@ -103,12 +111,12 @@ class StatCache:
     so an edited cache cannot vouch for a changed file: it is simply ignored.
     """
 
-    def __init__(self, hill_dir):
+    def __init__(self, hill_dir: Path | str) -> None:
         hill_key = hashlib.sha256(os.path.realpath(hill_dir).encode()).hexdigest()[:24]
         self.path = os.path.join(state.home(), "cache", "stat", hill_key + ".json")
-        self.entries = {}
+        self.entries: dict[str, list[Any]] = {}
         self.dirty = False
-        self._key = None
+        self._key: bytes | None = None
         try:
             with open(self.path, "rb") as handle:
                 raw = handle.read()
@@ -122,12 +130,12 @@ class StatCache:
         except (ValueError, KeyError, TypeError):
             self.entries = {}
 
-    def _mac(self, body):
+    def _mac(self, body: bytes) -> str:
         if self._key is None:
             self._key = state.load_key()
         return hmac.new(self._key, body, hashlib.sha256).hexdigest()
 
-    def digest(self, full_path, st):
+    def digest(self, full_path: str, st: os.stat_result) -> str:
         signature = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         cached = self.entries.get(full_path)
         if cached and cached[:4] == signature:
@@ -137,7 +145,7 @@ class StatCache:
         self.dirty = True
         return digest
 
-    def save(self):
+    def save(self) -> None:
         if not self.dirty:
             return
         body = json.dumps(self.entries, sort_keys=True, separators=(",", ":")).encode()
@@ -146,11 +154,12 @@ class StatCache:
         self.dirty = False
 
 
-def hash_files(hill_dir, rel_paths, cache=None):
+def hash_files(hill_dir: Path | str, rel_paths: Iterable[str],
+               cache: StatCache | None = None) -> dict[str, dict[str, Any]]:
     """{rel_path: {size, digest}} through the stat cache."""
     own_cache = cache is None
     cache = cache or StatCache(hill_dir)
-    entries = {}
+    entries: dict[str, dict[str, Any]] = {}
     for rel in rel_paths:
         full = os.path.join(hill_dir, rel)
         st = os.stat(full)
@@ -160,12 +169,12 @@ def hash_files(hill_dir, rel_paths, cache=None):
     return entries
 
 
-def summary(entries):
+def summary(entries: Mapping[str, Mapping[str, Any]]) -> str:
     total = sum(entry["size"] for entry in entries.values())
     return f"{len(entries)} file(s), {total} bytes"
 
 
-def compare(expected, actual):
+def compare(expected: Mapping[str, object], actual: Mapping[str, object]) -> list[tuple[str, str]]:
     """Differences between a lock and disk: list of (change, path)."""
     changes = []
     for path in sorted(set(expected) | set(actual)):
@@ -178,12 +187,13 @@ def compare(expected, actual):
     return changes
 
 
-def verify_disk(hill_dir, lock_name, expected, cache):
+def verify_disk(hill_dir: Path | str, lock_name: str, expected: Mapping[str, Mapping[str, Any]],
+                cache: StatCache) -> None:
     """Raise Refused naming the first file whose disk content left the lock.
 
     Checks exactly the locked paths plus, for private/, any file added since.
     """
-    actual = {}
+    actual: dict[str, dict[str, Any]] = {}
     for rel in expected:
         full = os.path.join(hill_dir, rel)
         try:

@@ -1,18 +1,26 @@
 """Approved versions: the tree hash of a hill that a person approved with
 `hills pin`. Evals of any other tree of that hill are unofficial."""
 
+from __future__ import annotations
+
 import hashlib
 import hmac
 
 from . import state
 from .errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-def _mac(name, tree_hash, key):
+    from .hill import Hill
+
+
+def _mac(name: str, tree_hash: str, key: bytes) -> str:
     return hmac.new(key, f"pin\0{name}\0{tree_hash}".encode(), hashlib.sha256).hexdigest()
 
 
-def set_pin(hill, tree_hash):
+def set_pin(hill: Hill, tree_hash: str) -> str:
     key = state.load_key()
     if len(tree_hash) < 4 or any(c not in "0123456789abcdef" for c in tree_hash):
         raise UsageError(f"'{tree_hash}' is not a tree hash", hint="pass a tree hash from 'hills log NAME'")
@@ -22,7 +30,7 @@ def set_pin(hill, tree_hash):
         raise UsageError(f"no tree '{tree_hash}' in hill '{hill.name}'", hint="see 'hills log " + hill.name + "'")
     tree_hash = resolved
 
-    def record(registry):
+    def record(registry: dict[str, Any]) -> None:
         entry = state.registry_entry(registry, hill.name, hill.path, add=True)
         entry["pinned"] = {"tree_hash": tree_hash, "mac": _mac(hill.name, tree_hash, key)}
 
@@ -30,14 +38,14 @@ def set_pin(hill, tree_hash):
     return tree_hash
 
 
-def clear_pin(hill):
-    def record(registry):
+def clear_pin(hill: Hill) -> None:
+    def record(registry: dict[str, Any]) -> None:
         (state.registry_entry(registry, hill.name, hill.path) or {}).pop("pinned", None)
 
     state.update_registry(record)
 
 
-def pinned(hill):
+def pinned(hill: Hill) -> tuple[str | None, str | None]:
     """(tree_hash or None, problem or None): the approved tree of `hill`.
     An approval belongs to one hill folder, not to its name: another
     project's hill of the same name has its own."""
@@ -52,7 +60,7 @@ def pinned(hill):
     return tree_hash, None
 
 
-def official_status(hill, tree_hash):
+def official_status(hill: Hill, tree_hash: str) -> tuple[bool, str | None]:
     """(official, reason) for an eval of `tree_hash` given the approval."""
     name = hill.name
     approved, problem = pinned(hill)

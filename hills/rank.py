@@ -1,26 +1,33 @@
 """Ranking reports: verify, group by hill tree and primary config, sort
 lexicographically by metrics in their own directions."""
 
+from __future__ import annotations
+
 import json
 
 from . import signing
 from .replicates import within_noise
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
 
-def primary_tuple(report):
+
+def primary_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple((c["name"], json.dumps(c.get("value"), sort_keys=True))
                  for c in report.get("config", []) if c.get("primary"))
 
 
-def group_key(report):
+def group_key(report: dict[str, Any]) -> tuple[Any, Any, tuple[tuple[str, str], ...]]:
     return (report.get("hill"), report.get("tree_hash"), primary_tuple(report))
 
 
-def sort_key(report, order):
+def sort_key(report: dict[str, Any], order: Sequence[tuple[str, str]]) -> list[tuple[int, float]]:
     """Lexicographic by the group's metric order; max metrics negated; a
     missing metric sorts last."""
     values = {m["name"]: m for m in report.get("metrics", [])}
-    key = []
+    key: list[tuple[int, float]] = []
     for name, direction in order:
         metric = values.get(name)
         if metric is None:
@@ -30,13 +37,13 @@ def sort_key(report, order):
     return key
 
 
-def rank(items, key):
+def rank(items: Iterable[tuple[str, dict[str, Any]]], key: bytes) -> dict[str, list[dict[str, Any]]]:
     """items: [(source, report)]. Returns {"groups": [...], "apart": [...]}.
 
     Only reports with a valid signature, official and passing are ranked;
     everything else is listed apart with the reason.
     """
-    groups = {}
+    groups: dict[tuple[Any, Any, tuple[tuple[str, str], ...]], list[tuple[str, dict[str, Any]]]] = {}
     apart = []
     for source, report in items:
         ok, reason = signing.verify(report, key)
@@ -64,12 +71,13 @@ def rank(items, key):
     return {"groups": ranked, "apart": apart}
 
 
-def _entries(members, order):
+def _entries(members: Sequence[tuple[str, dict[str, Any]]],
+             order: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """Ranked entries; `noise` marks a report whose gap to the one above it is
     within the replicate spread of either, so the order between them is noise."""
     entries = []
     for index, (source, report) in enumerate(members):
-        entry = {"position": index + 1, "source": source, "report": report, "noise": False}
+        entry: dict[str, Any] = {"position": index + 1, "source": source, "report": report, "noise": False}
         if index and order:
             entry["noise"] = within_noise(members[index - 1][1], report, order[0][0])
         entries.append(entry)

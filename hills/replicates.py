@@ -1,23 +1,31 @@
 """Replicates: per-key medians of metrics, instances and side metrics, and
 the spread (min, max, median absolute deviation) that tells noise from gain."""
 
-def _median(values):
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+
+def _median(values: Iterable[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def mad(values):
+def mad(values: Sequence[float]) -> float:
     centre = _median(values)
     return _median(abs(v - centre) for v in values)
 
 
-def spread_of(values):
+def spread_of(values: Sequence[float]) -> dict[str, float]:
     return {"min": min(values), "max": max(values), "mad": mad(values), "n": len(values)}
 
 
-def _median_map(maps):
-    keys = []
+def _median_map(maps: Sequence[dict[str, float]]) -> dict[str, float]:
+    keys: list[str] = []
     for mapping in maps:
         for key in mapping:
             if key not in keys:
@@ -25,7 +33,7 @@ def _median_map(maps):
     return {key: _median([m[key] for m in maps if key in m]) for key in keys}
 
 
-def aggregate(cores):
+def aggregate(cores: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Combine the report cores of replicates that ran to completion.
 
     Metrics keep the first replicate's order and directions; each value is
@@ -38,7 +46,7 @@ def aggregate(cores):
     if len(cores) == 1:
         return combined
     metrics = []
-    spread = {}
+    spread: dict[str, dict[str, float]] = {}
     for metric in first["metrics"]:
         values = [m["value"] for core in cores for m in core["metrics"] if m["name"] == metric["name"]]
         metrics.append({**metric, "value": _median(values)})
@@ -54,7 +62,7 @@ def aggregate(cores):
         name = first["metrics"][0]["name"]
         centre = combined["metrics"][0]["value"]
 
-        def distance(item):
+        def distance(item: tuple[int, Any]) -> float:
             core = cores[item[0]]
             value = next((m["value"] for m in core["metrics"] if m["name"] == name), None)
             return abs(value - centre) if value is not None else float("inf")
@@ -66,10 +74,10 @@ def aggregate(cores):
     return combined
 
 
-def within_noise(better, worse, metric_name):
+def within_noise(better: dict[str, Any], worse: dict[str, Any], metric_name: str) -> bool:
     """True when the gap between two reports on a metric is no larger than
     the replicate range (max - min) of either."""
-    def value(report):
+    def value(report: dict[str, Any]) -> float | None:
         return next((m["value"] for m in report.get("metrics", []) if m["name"] == metric_name), None)
 
     a, b = value(better), value(worse)

@@ -1,28 +1,35 @@
 """`hills show`: one report rendered for a person: verdict, metrics with
 their spread, the report block worst segment first, and the instances."""
 
+from __future__ import annotations
+
 from .report import subject_line, summary_line
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
-def _number(value):
+
+def _number(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
-def _worst_first(rows, key, direction):
+def _worst_first(rows: list[Any], key: str, direction: str) -> list[Any]:
     numeric = [r for r in rows if isinstance(r, dict) and isinstance(r.get(key), (int, float))]
     others = [r for r in rows if r not in numeric]
     return sorted(numeric, key=lambda r: r[key], reverse=direction == "min") + others
 
 
-def _shaped(report):
+def _shaped(report: dict[str, Any]) -> dict[str, Any]:
     """The report with every section the renderer reads in the shape it
     expects (hills-sign signs any JSON object; show must not crash on one)."""
     shaped = dict(report)
 
-    def mapping(value):
+    def mapping(value: object) -> dict[Any, Any]:
         return value if isinstance(value, dict) else {}
 
-    def rows(value, keys):
+    def rows(value: object, keys: Iterable[str]) -> list[dict[Any, Any]]:
         return [row for row in value if isinstance(row, dict) and all(k in row for k in keys)] \
             if isinstance(value, list) else []
 
@@ -42,7 +49,7 @@ def _shaped(report):
     return shaped
 
 
-def render(report, verdict_line, emit):
+def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], object]) -> None:
     report = _shaped(report)
     emit(verdict_line)
     emit(f"{subject_line(report)}  {report.get('timestamp', '')}"

@@ -1,22 +1,30 @@
 """Submissions: copy a folder into the run folder and hash it in one pass,
 refusing symlinks that leave it; record git lineage when it is a checkout."""
 
+from __future__ import annotations
+
 import os
 import shutil
 import stat as stat_module
 
 from .errors import Refused, UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import blake3
+
 SKIP = {".git"}
 
 
-def _hasher():
+def _hasher() -> blake3.blake3:
     import blake3
 
     return blake3.blake3()
 
 
-def snapshot(source, target):
+def snapshot(source: Path | str, target: Path | str) -> str:
     """Copy `source` to `target` (created), hashing paths, modes and contents.
 
     Returns `blake3:<hex>`. The hash is over one record per entry, sorted by
@@ -27,7 +35,7 @@ def snapshot(source, target):
         raise UsageError(f"submission '{source}' is not a folder",
                          hint="a submission is a folder; pass its path")
     real_root = os.path.realpath(source)
-    records = []
+    records: list[str] = []
     os.makedirs(target, exist_ok=True)
     for current, dirs, files in os.walk(source):
         dirs[:] = sorted(d for d in dirs if d not in SKIP or current != source)
@@ -71,5 +79,5 @@ def snapshot(source, target):
     return "blake3:" + total.hexdigest()
 
 
-def remove(path):
+def remove(path: Path | str) -> None:
     shutil.rmtree(path, ignore_errors=True)

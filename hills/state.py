@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator
     from pathlib import Path
-    from typing import Any
+    from typing import Any, Literal, overload
 
 
 def home() -> str:
@@ -300,6 +300,16 @@ def registry_entries(registry: dict[str, Any] | None = None) -> list[tuple[str, 
     they were registered."""
     registry = load_registry() if registry is None else registry
     return [(name, entry) for name in sorted(registry["hills"]) for entry in registry["hills"][name]]
+
+
+if TYPE_CHECKING:
+    @overload
+    def registry_entry(registry: dict[str, Any], name: str, path: Path | str,
+                       add: Literal[True]) -> dict[str, Any]: ...
+
+    @overload
+    def registry_entry(registry: dict[str, Any], name: str, path: Path | str,
+                       add: bool = False) -> dict[str, Any] | None: ...
 
 
 def registry_entry(registry: dict[str, Any], name: str, path: Path | str,
