@@ -6,7 +6,8 @@ import json
 import textwrap
 from pathlib import Path
 
-from eval_fixtures import REPO_ROOT, hills, hills_home
+from conftest import write_files
+from eval_fixtures import REPO_ROOT, hills, hills_home, submission
 
 # The verifier. It runs with cwd = the submission snapshot, records what it
 # saw (the seed, its environment, the layout) in files there, and writes the
@@ -141,27 +142,17 @@ def make_command_hill(name, *, timeout=10, extra="", files=None, message="first"
         "tests/test_eval.py": TRIVIAL_TESTS,
         **(files or {}),
     }
-    for rel, text in content.items():
-        target = hill_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    write_files(hill_dir, content)
     committed = hills("commit", name, "-m", message)
     assert committed.code == 0, committed.output
     return hill_dir
 
 
-def candidate(root, *, case=None, solution="print(42)\n", files=None):
+def candidate(root: str | Path, *, case: str | None = None, solution: str = "print(42)\n",
+              files: dict[str, str] | None = None) -> Path:
     """A submission folder: solution.py, `case.txt` when given, more files."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "solution.py").write_text(solution)
-    if case is not None:
-        (root / "case.txt").write_text(case + "\n")
-    for rel, text in (files or {}).items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    return root
+    cased = {} if case is None else {"case.txt": case + "\n"}
+    return submission(root, {"solution.py": solution, **cased, **(files or {})})
 
 
 def run_dir(hill_name, report):

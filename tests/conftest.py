@@ -5,6 +5,7 @@ executables from the checkout's bin/."""
 
 import contextlib
 import io
+import json
 import os
 import shlex
 import shutil
@@ -66,6 +67,11 @@ class Result:
     @property
     def error_lines(self):
         return [line for line in self.err.splitlines() if line.startswith("error: ")]
+
+    @property
+    def report(self) -> dict:
+        """The JSON report printed on stdout."""
+        return json.loads(self.out)
 
 
 def write_python_shim(folder, flags=()):
@@ -138,13 +144,14 @@ def run_cli(*args, prog="hills"):
     return Result(code, out.getvalue(), err.getvalue())
 
 
-def run_bin(*argv, cwd=None, env=None, input=None):
+def run_bin(*argv: object, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
+            input: str | None = None, timeout: float = 120) -> Result:
     """Run a real executable (`hills`, `hills-commit`, `git`...) found on the
     PATH of `env` (default: the current, hermetic os.environ)."""
     env = dict(os.environ if env is None else env)
     program = shutil.which(str(argv[0]), path=env.get("PATH", "")) or str(argv[0])
     done = subprocess.run([program, *[str(a) for a in argv[1:]]], cwd=cwd, env=env, input=input,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
     return Result(done.returncode, done.stdout, done.stderr)
 
 
@@ -159,6 +166,34 @@ def new_and_commit(name="circle-packing", template="circle-packing", message="fi
     committed = run_cli("commit", name, "-m", message)
     assert committed.code == 0, committed.output
     return Path(created.out.strip())
+
+
+def write_files(root: str | os.PathLike, files: dict[str, str | bytes]) -> Path:
+    """Write {relative path: text or bytes} under `root`, making folders as
+    needed; returns `root` as a Path."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return root
+
+
+def lines_of(path: Path) -> list[bytes]:
+    """A file's lines, each with its line ending (an attempts log, say)."""
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(b"".join(lines))
+
+
+def digest_of(data: bytes) -> str:
+    """The content hash hills writes into its lock files."""
+    import blake3
+
+    return "blake3:" + blake3.blake3(data).hexdigest()
 
 
 @pytest.fixture(autouse=True)

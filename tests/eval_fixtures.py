@@ -1,53 +1,33 @@
 """Helpers for the scoring-path tests: hills made from an evaluator's source,
 commands run in-process or as the real executables, and log and report
-readers. The hermetic machine itself comes from conftest (`module_machine`).
+readers. The hermetic machine itself, and the two ways to run a command,
+come from conftest (`module_machine`, `run_cli`, `run_bin`).
 """
 
 import contextlib
-import io
 import json
 import os
-import shutil
-import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import Result
+from conftest import Result, run_bin, run_cli, write_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRIVIAL_TEST = "def test_the_hill_imports():\n    import eval  # noqa: F401\n"
 GRID_EXAMPLE = REPO_ROOT / "examples" / "circle-packing" / "examples" / "grid"
 
 
-class Outcome(Result):
-    """A command's exit code and output, and the report it printed."""
-
-    @property
-    def report(self):
-        """The JSON report printed on stdout."""
-        return json.loads(self.out)
+# A hills command run in-process through the error funnel.
+hills = run_cli
 
 
-def hills(*args, prog="hills"):
-    """Run a hills command in-process through the error funnel."""
-    from hills import cli
-
-    command, prog_name = cli.entry_for(prog)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.run(command, [str(a) for a in args], prog_name)
-    return Outcome(code, out.getvalue(), err.getvalue())
-
-
-def real(*argv, cwd=None, env=None, input=None, timeout=180):
-    """Run a real executable (bin/hills, hills-eval, git...) from PATH."""
-    env = dict(os.environ if env is None else env)
-    program = shutil.which(str(argv[0]), path=env.get("PATH", "")) or str(argv[0])
-    done = subprocess.run([program, *[str(a) for a in argv[1:]]], cwd=cwd, env=env, input=input,
-                          capture_output=True, text=True, timeout=timeout)
-    return Outcome(done.returncode, done.stdout, done.stderr)
+def real(*argv: object, timeout: float = 180, **options: Any) -> Result:
+    """Run a real executable (bin/hills, hills-eval, git...) from PATH; an
+    eval may build its environment first, hence the longer timeout."""
+    return run_bin(*argv, timeout=timeout, **options)
 
 
 def hill_yaml(name, *, timeout=3, params="", exclusive=None, extra=""):
@@ -83,10 +63,8 @@ def make_hill(name, eval_source, *, timeout=3, params="", exclusive=None, extra=
     (hill_dir / "hill.yaml").write_text(hill_yaml(name, timeout=timeout, params=params, exclusive=exclusive,
                                                     extra=extra))
     (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST)
-    for rel, content in (private or {}).items():
-        target = hill_dir / "private" / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content if isinstance(content, bytes) else content.encode())
+    if private:
+        write_files(hill_dir / "private", private)
     committed = hills("commit", name, "-m", message)
     assert committed.code == 0, committed.output
     return hill_dir
@@ -109,15 +87,9 @@ def on_machine(machine):
         yield
 
 
-def submission(root, files):
-    """A submission folder under `root` with {relative path: text}."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    for rel, content in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-    return root
+def submission(root: str | os.PathLike, files: dict[str, str | bytes]) -> Path:
+    """A submission folder under `root` with {relative path: text or bytes}."""
+    return write_files(root, files)
 
 
 def hills_home():

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from conftest import lines_of, write_lines
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, real, submission, tree_of
 
@@ -40,14 +41,6 @@ def log(pristine):
     restore()
     yield path
     restore()
-
-
-def lines_of(path):
-    return path.read_bytes().splitlines(keepends=True)
-
-
-def write_lines(path, lines):
-    path.write_bytes(b"".join(lines))
 
 
 def broken(line, *words):

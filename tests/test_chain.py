@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from conftest import lines_of, write_lines
 from hills import chain, state
 from hills.errors import Refused, UsageError
 from hills.signing import canonical_json
@@ -25,14 +26,6 @@ def log(tmp_path):
     for index in range(5):
         chain.append(path, record(index), KEY)
     return path
-
-
-def lines_of(path):
-    return path.read_bytes().splitlines(keepends=True)
-
-
-def write_lines(path, lines):
-    path.write_bytes(b"".join(lines))
 
 
 def drop_head_file(path):

@@ -6,18 +6,13 @@ import json
 import os
 import subprocess
 
-import blake3
 import pytest
 
-from conftest import BIN_DIR, git, run_bin, run_cli
+from conftest import BIN_DIR, digest_of, git, run_bin, run_cli, write_files
 from hills import locks
 
 MARKER = "hills-private-marker-7f3e9c0b"
 BLOB_MARKER = "hills-blob-marker-2d51aa86"
-
-
-def digest_of(data):
-    return "blake3:" + blake3.blake3(data).hexdigest()
 
 
 def all_object_contents(hill):
@@ -93,9 +88,7 @@ def hill_with_private_data(committed_hill):
         "data/small.bin": f"{BLOB_MARKER} tracked by glob".encode(),
         "data/large.dat": (BLOB_MARKER + "\n").encode() * 1000,
     }
-    for rel, data in files.items():
-        (hill / rel).parent.mkdir(parents=True, exist_ok=True)
-        (hill / rel).write_bytes(data)
+    write_files(hill, files)
     return hill, files
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bin, run_cli
+from conftest import run_bin, run_cli, write_files
 from hills import hillclimb, manifest, schema
 from hills.errors import UsageError
 from key_fixtures import key_paths, put, wrong_type
@@ -78,11 +78,8 @@ def write_problem(folder, yaml_text, files=None):
     folder.mkdir(parents=True)
     if yaml_text is not None:
         (folder / "problem.yaml").write_text(yaml_text)
-    for rel, text in (files or {"description.md": "# Task\n", "verifier.sh": "#!/bin/sh\n",
-                                "baseline.py": "print(1)\n"}).items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text)
-    return folder
+    return write_files(folder, files or {"description.md": "# Task\n", "verifier.sh": "#!/bin/sh\n",
+                                         "baseline.py": "print(1)\n"})
 
 
 def assert_nothing_left(project, name):

@@ -4,9 +4,9 @@ the blob rules, and verification of unchanged data without reading it."""
 import json
 import os
 
-import blake3
 import pytest
 
+from conftest import digest_of, write_files
 from hills import locks
 from hills.errors import Refused, UsageError
 
@@ -29,16 +29,8 @@ def counted(monkeypatch):
 
 @pytest.fixture
 def data_dir(tmp_path):
-    folder = tmp_path / "hill"
-    (folder / "private" / "sub").mkdir(parents=True)
     contents = {"private/a.txt": b"alpha\n", "private/b.bin": os.urandom(4096), "private/sub/c.csv": b"x,y\n1,2\n"}
-    for rel, data in contents.items():
-        (folder / rel).write_bytes(data)
-    return folder, contents
-
-
-def digest_of(data):
-    return "blake3:" + blake3.blake3(data).hexdigest()
+    return write_files(tmp_path / "hill", contents), contents
 
 
 def test_hash_files_gives_size_and_blake3(data_dir, counted):
