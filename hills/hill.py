@@ -219,7 +219,7 @@ def create(name, template="default", project_dir=None, populate=None):
         staging = os.path.join(workdir, name)
         if populate is not None:
             populate(staging)
-        else:
+        elif source is not None:
             with importlib.resources.as_file(source) as folder:
                 state.copy_tree(folder, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
         for rel in ("hill.yaml", "README.md", "pyproject.toml") if populate is None else ():
