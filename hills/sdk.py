@@ -14,6 +14,8 @@ Standard library only: hills puts a copy on the evaluator's PYTHONPATH.
 `$HILLS_PYTHON $HILLS_SOLUTION` in command verifiers).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import signal
@@ -24,14 +26,20 @@ import time
 ENV_CONFIG = "HILLS_SUBMISSION_SANDBOX"
 DEFAULT_MEMORY_MB = 4096
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+    from typing import IO, Any
 
-def _config():
+
+def _config() -> dict[str, Any]:
     raw = os.environ.get(ENV_CONFIG)
     return json.loads(raw) if raw else {}
 
 
-def _limit(memory_bytes):
-    def apply():
+def _limit(memory_bytes: int) -> Callable[[], None]:
+    def apply() -> None:
         import resource
 
         if memory_bytes:
@@ -39,8 +47,10 @@ def _limit(memory_bytes):
     return apply
 
 
-def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, input=None, text=None,
-                   cwd=None, stdout=None, stderr=None):
+def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_mb: int | None = None,
+                   capture_output: bool = False, input: str | bytes | None = None, text: bool | None = None,
+                   cwd: Path | str | None = None, stdout: int | IO[Any] | None = None,
+                   stderr: int | IO[Any] | None = None) -> subprocess.CompletedProcess[Any]:
     """Run `argv` as submitted code; return a subprocess.CompletedProcess.
 
     In an eval it runs in the submission snapshot whatever `cwd` says; by
@@ -65,10 +75,10 @@ def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, 
     try:
         try:
             out, err = process.communicate(input=input, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             _kill(process)
             out, err = process.communicate()
-            raise subprocess.TimeoutExpired(argv, timeout, out, err)
+            raise subprocess.TimeoutExpired(argv, exc.timeout, out, err)
         except BaseException:
             _kill(process)
             raise
@@ -78,8 +88,9 @@ def run_submission(argv, *, timeout=None, memory_mb=None, capture_output=False, 
     return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
-def _descendants(pid):
-    found, frontier = [], [pid]
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    frontier = [pid]
     while frontier:
         current = frontier.pop()
         try:
@@ -93,7 +104,7 @@ def _descendants(pid):
     return found
 
 
-def _dead(pid):
+def _dead(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
@@ -101,7 +112,7 @@ def _dead(pid):
         return True
 
 
-def _kill(process):
+def _kill(process: subprocess.Popen[Any]) -> None:
     # Its descendants first (a sandbox's own processes are not in this
     # group), and only once they are gone does the caller tidy its folder.
     descendants = _descendants(process.pid) if process.poll() is None else []
@@ -121,7 +132,7 @@ def _kill(process):
             time.sleep(0.001)
 
 
-def _tidy(config):
+def _tidy(config: dict[str, Any]) -> None:
     """After submitted code ran, in a hills eval: put back the links to the
     hill that later verifier steps go through (./problem, ./data), and
     remove every symlink it left in its folder that leads outside what it
@@ -155,7 +166,7 @@ def _tidy(config):
                                  "what submitted code may read\n")
 
 
-def _remove(path):
+def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         import shutil
 
@@ -164,7 +175,7 @@ def _remove(path):
         os.unlink(path)
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> int:
     try:
         done = run_submission(argv)
     except subprocess.TimeoutExpired as exc:

@@ -9,6 +9,8 @@ it uses the standard library only and never imports the hills package.
                                          in the request (never a file)
 """
 
+from __future__ import annotations
+
 import importlib.util
 import inspect
 import json
@@ -16,10 +18,17 @@ import os
 import sys
 import traceback
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
-def _load(hill_dir, entry):
+
+def _load(hill_dir: str, entry: str) -> Callable[..., Any]:
     sys.path.insert(0, hill_dir)
     spec = importlib.util.spec_from_file_location("hill_evaluator", os.path.join(hill_dir, entry))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{entry} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules["hill_evaluator"] = module
     spec.loader.exec_module(module)
@@ -29,7 +38,7 @@ def _load(hill_dir, entry):
     return function
 
 
-def _bind(function, params):
+def _bind(function: Callable[..., Any], params: dict[str, Any]) -> str:
     """Check eval(submission, *, final=False, **params) accepts these params."""
     signature = inspect.signature(function)
     names = list(signature.parameters)
@@ -45,7 +54,7 @@ def _bind(function, params):
     return "eval(" + ", ".join(shown) + ")"
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> Any:
     item = getattr(value, "item", None)
     if callable(item):
         return item()
@@ -56,7 +65,7 @@ def _jsonable(value):
     raise TypeError(f"eval() returned a {type(value).__name__}, which is not JSON")
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     mode, request = argv[1], json.loads(argv[2])
     hill_dir, entry, params = request["hill_dir"], request["entry"], request.get("params", {})
     if mode == "bind":

@@ -17,11 +17,18 @@ A declaration maps a name to one of:
     {"type": "categorical", "choices": ["grid", "random"], "default": "grid"}
 """
 
+from __future__ import annotations
+
 import json
 import math
 import os
 import random
 import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, TypeGuard
 
 DECLARATION = "params.json"
 ENV_VALUES = "HILLS_PARAMS"
@@ -43,15 +50,15 @@ class ValueRefused(ValueError):
     """A trial value outside its declared type or range."""
 
 
-def _number(value):
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def validate(declaration, source=DECLARATION):
+def validate(declaration: object, source: str = DECLARATION) -> dict[str, dict[str, Any]]:
     """Check a parsed declaration; return it with defaults typed."""
     if not isinstance(declaration, dict) or not declaration:
         raise DeclarationError(f"{source}: expected a non-empty JSON object of knob name to spec")
-    checked = {}
+    checked: dict[str, dict[str, Any]] = {}
     for name, spec in declaration.items():
         where = f"{source}: knob '{name}'"
         if not isinstance(spec, dict):
@@ -97,7 +104,7 @@ def validate(declaration, source=DECLARATION):
     return checked
 
 
-def check_value(declaration, name, value):
+def check_value(declaration: dict[str, dict[str, Any]], name: str, value: Any) -> Any:
     """The value, typed, when it fits knob `name`; else ValueRefused with the range."""
     if name not in declaration:
         raise ValueRefused(f"unknown knob '{name}' (declared: {', '.join(sorted(declaration))})")
@@ -126,14 +133,14 @@ def check_value(declaration, name, value):
     return float(value) if kind == "float" else value
 
 
-def defaults(declaration):
+def defaults(declaration: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {name: spec["default"] for name, spec in declaration.items()}
 
 
-def sample(declaration, rng=None):
+def sample(declaration: dict[str, dict[str, Any]], rng: random.Random | None = None) -> dict[str, Any]:
     """One random point of the space (the built-in random tuner)."""
     rng = rng or random.Random()
-    point = {}
+    point: dict[str, Any] = {}
     for name, spec in declaration.items():
         if spec["type"] == "categorical":
             point[name] = rng.choice(spec["choices"])
@@ -153,7 +160,7 @@ def sample(declaration, rng=None):
     return point
 
 
-def load(folder):
+def load(folder: Path | str) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
     """(declaration or None, warning or None) for the params.json in `folder`."""
     path = os.path.join(folder, DECLARATION)
     if not os.path.exists(path):
@@ -164,7 +171,7 @@ def load(folder):
         return None, f"{exc}; scored on the submission's own defaults"
 
 
-def _read(path):
+def _read(path: str) -> Any:
     """The parsed JSON of a declaration, within MAX_BYTES and MAX_DEPTH."""
     try:
         # Never blocks: a FIFO is refused before anything is read from it.
@@ -184,7 +191,7 @@ def _read(path):
         raise too_deep from None
     except ValueError as exc:
         raise DeclarationError(f"{DECLARATION} is not valid JSON ({exc})")
-    pending = [(raw, 1)]
+    pending: list[tuple[Any, int]] = [(raw, 1)]
     while pending:
         value, depth = pending.pop()
         if isinstance(value, (dict, list)):
@@ -194,7 +201,7 @@ def _read(path):
     return raw
 
 
-def params(folder=None):
+def params(folder: Path | str | None = None) -> dict[str, Any]:
     """The current trial's knob values; outside a trial, the declared defaults."""
     given = os.environ.get(ENV_VALUES)
     if given:

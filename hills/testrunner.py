@@ -14,6 +14,8 @@ fixture that does not exist. Exit status: 0 all passed (at least one ran),
 1 something failed or errored, 5 nothing was collected, 2 bad usage.
 """
 
+from __future__ import annotations
+
 import argparse
 import contextlib
 import importlib.util
@@ -27,6 +29,11 @@ import time
 import traceback
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import TracebackType
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -38,17 +45,17 @@ RUNNER_FILE = os.path.abspath(__file__)
 
 
 class Outcome:
-    def __init__(self):
+    def __init__(self) -> None:
         self.passed = 0
         self.failed = 0
         self.errors = 0
 
 
-def _indent(text, prefix="    "):
+def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.rstrip("\n").splitlines())
 
 
-def _describe(exc, tb):
+def _describe(exc: BaseException, tb: TracebackType | None) -> str:
     """`Type: message`; a bare `assert` has no message, so show its source line."""
     message = str(exc)
     if not message and isinstance(exc, AssertionError):
@@ -59,7 +66,7 @@ def _describe(exc, tb):
     return f"{name}: {message}" if message else name
 
 
-def _frames(tb, limit):
+def _frames(tb: TracebackType | None, limit: int | None) -> str:
     """The last `limit` frames, never the runner's own or importlib's."""
     kept = [frame for frame in traceback.extract_tb(tb)
             if os.path.abspath(frame.filename) != RUNNER_FILE and not frame.filename.startswith("<frozen ")]
@@ -68,7 +75,8 @@ def _frames(tb, limit):
     return "".join(traceback.format_list(kept))
 
 
-def _report(kind, test_id, exc, tb, limit, captured=""):
+def _report(kind: str, test_id: str, exc: BaseException, tb: TracebackType | None, limit: int | None,
+            captured: str = "") -> None:
     lines = _describe(exc, tb).splitlines() or [type(exc).__name__]
     print(f"{kind} {test_id} - {lines[0]}")
     if lines[1:]:
@@ -83,10 +91,10 @@ def _report(kind, test_id, exc, tb, limit, captured=""):
         print(_indent(captured, "      "))
 
 
-def collect(hill_dir, outcome):
+def collect(hill_dir: Path, outcome: Outcome) -> list[tuple[str, Callable[..., object]]]:
     """Import tests/test_*.py in sorted order; return [(test_id, function)]."""
     tests_dir = hill_dir / "tests"
-    collected = []
+    collected: list[tuple[str, Callable[..., object]]] = []
     if not tests_dir.is_dir():
         return collected
     for path in sorted(tests_dir.glob("test_*.py")):
@@ -94,6 +102,8 @@ def collect(hill_dir, outcome):
         name = path.stem
         try:
             spec = importlib.util.spec_from_file_location(name, str(path))
+            if spec is None or spec.loader is None:
+                raise ImportError(f"{rel} cannot be loaded as a Python module")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
@@ -110,29 +120,29 @@ def collect(hill_dir, outcome):
     return collected
 
 
-def _arguments(function):
+def _arguments(function: Callable[..., object]) -> tuple[set[str], str | None]:
     """The fixtures a test asks for, or the name of a parameter nobody provides."""
     wanted = set()
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.default is not param.empty:
             continue
         if param.name not in FIXTURES:
-            return None, param.name
+            return set(), param.name
         wanted.add(param.name)
     return wanted, None
 
 
-def run_one(test_id, function, hill_dir, outcome):
+def run_one(test_id: str, function: Callable[..., object], hill_dir: Path, outcome: Outcome) -> None:
     try:
         wanted, unknown = _arguments(function)
     except (TypeError, ValueError) as exc:
-        wanted, unknown = None, f"<unreadable signature: {exc}>"
+        wanted, unknown = set(), f"<unreadable signature: {exc}>"
     if unknown is not None:
         outcome.errors += 1
         print(f"ERROR {test_id} - fixture '{unknown}' not found (available: {', '.join(FIXTURES)})")
         return
     tmp_dir = None
-    kwargs = {}
+    kwargs: dict[str, Path] = {}
     if "tmp_path" in wanted:
         tmp_dir = tempfile.mkdtemp(prefix="hills-test-")
         kwargs["tmp_path"] = Path(tmp_dir)
@@ -153,14 +163,14 @@ def run_one(test_id, function, hill_dir, outcome):
             shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
-def summary(outcome, seconds):
+def summary(outcome: Outcome, seconds: float) -> str:
     line = f"{outcome.passed} passed, {outcome.failed} failed"
     if outcome.errors:
         line += f", {outcome.errors} errors"
     return f"{line} in {seconds:.2f}s"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="testrunner.py", description="Run a hill's tests/test_*.py without pytest.")
     parser.add_argument("hill_dir", metavar="HILL_DIR", help="the hill's folder")
