@@ -21,7 +21,7 @@ class Topic(NamedTuple):
     page: Optional[str]
 
 
-def _visible(group: click.Group) -> list:
+def _visible(group: click.Group) -> list[str]:
     return [name for name, command in group.commands.items() if not command.hidden]
 
 
@@ -39,7 +39,7 @@ def _unknown(word: str, ctx: click.Context) -> errors.UsageError:
     return errors.UsageError(message, hint=listing)
 
 
-def topic(words: list, root_ctx: click.Context) -> Topic:
+def topic(words: list[str], root_ctx: click.Context) -> Topic:
     """The command `words` names under the root group of `root_ctx`; a
     UsageError naming the first word that names nothing."""
     ctx = root_ctx
@@ -50,11 +50,13 @@ def topic(words: list, root_ctx: click.Context) -> Topic:
             raise _unknown(word, ctx)
         # Resilient: no required argument or no_args_is_help may stop here.
         ctx = sub.make_context(word, [], parent=ctx, resilient_parsing=True)
+    page: Optional[str]
     if not words:
         page = "git-hill" if root_ctx.command_path == "git hill" else "hills"
     else:
-        verb = root_ctx.command.commands[words[0]]
-        page = None if verb.hidden else f"hills-{words[0]}"
+        root = root_ctx.command
+        verb = root.commands[words[0]] if isinstance(root, click.Group) else None
+        page = None if verb is None or verb.hidden else f"hills-{words[0]}"
     return Topic(ctx, page)
 
 
@@ -67,7 +69,7 @@ def _checkout_page(page: str) -> Optional[str]:
     return None
 
 
-def man_argv(page: str) -> Optional[list]:
+def man_argv(page: str) -> Optional[list[str]]:
     """How to run man(1) on `page`: from the manual path when man finds it
     there, else from the checkout's man/; None without man or a page."""
     man = shutil.which("man")
@@ -81,7 +83,7 @@ def man_argv(page: str) -> Optional[list]:
     return [man, "-l", checkout] if checkout else None
 
 
-def show(words: list, root_ctx: click.Context, *, force_man: bool, echo: Callable[[str], None]) -> int:
+def show(words: list[str], root_ctx: click.Context, *, force_man: bool, echo: Callable[[str], None]) -> int:
     """Open the man page of what `words` name when standard output is a
     terminal (or `force_man`), else print its --help text; the exit code."""
     found = topic(words, root_ctx)

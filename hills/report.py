@@ -1,6 +1,8 @@
 """The report core: checking what an evaluator returned, and the envelope
 every evaluation gets, signed, whatever its outcome."""
 
+from __future__ import annotations
+
 import hashlib
 import math
 import os
@@ -11,12 +13,17 @@ from . import __version__
 REPORT_VERSION = 1
 STATUSES = ("passing", "failing", "buggy", "refused", "interrupted")
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
 
 class Malformed(Exception):
     """The evaluator's result breaks the contract; the message says where."""
 
 
-def _finite(value, where):
+def _finite(value: object, where: str) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Malformed(f"{where} must be a finite number, got {type(value).__name__} {value!r}")
     try:
@@ -28,7 +35,7 @@ def _finite(value, where):
     return value
 
 
-def normalize_core(value, declared=()):
+def normalize_core(value: object, declared: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """Check a function evaluator's return value, and its metrics against
     those hill.yaml `declared` (when it declares any); return the report core."""
     if not isinstance(value, dict):
@@ -45,8 +52,8 @@ def normalize_core(value, declared=()):
     if not metrics:
         # Nothing to rank on: such a report would pass and never compare.
         raise Malformed("'metrics' is empty: a result reports at least one {name, value, direction}")
-    core_metrics = []
-    seen = set()
+    core_metrics: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for index, metric in enumerate(metrics):
         where = f"metrics[{index}]"
         if not isinstance(metric, dict):
@@ -80,7 +87,7 @@ def normalize_core(value, declared=()):
     if not isinstance(details, dict):
         raise Malformed("'details' must be a mapping")
     _check_json_finite(details, "details")
-    core = {"passed": value["passed"], "metrics": core_metrics, "config": core_config, "details": details}
+    core: dict[str, Any] = {"passed": value["passed"], "metrics": core_metrics, "config": core_config, "details": details}
     if "instances" in value and value["instances"] is not None:
         instances = value["instances"]
         if not isinstance(instances, dict):
@@ -94,7 +101,7 @@ def normalize_core(value, declared=()):
     return core
 
 
-def _check_declared(metrics, declared):
+def _check_declared(metrics: Sequence[Mapping[str, Any]], declared: Sequence[Mapping[str, Any]]) -> None:
     """The same names and directions as hill.yaml declares, in its order:
     reports rank lexicographically by metrics, so any other list would be
     compared against reports on different terms."""
@@ -112,7 +119,7 @@ def _check_declared(metrics, declared):
         raise Malformed(f"the result has {len(metrics)} metric(s), but hill.yaml declares {len(declared)} ({names})")
 
 
-def _check_json_finite(value, where):
+def _check_json_finite(value: object, where: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise Malformed(f"{where} must be finite, got {value}")
     if isinstance(value, dict):
@@ -123,10 +130,10 @@ def _check_json_finite(value, where):
             _check_json_finite(item, f"{where}[{index}]")
 
 
-_TOOL_HASH = None
+_TOOL_HASH: str | None = None
 
 
-def tool_identity():
+def tool_identity() -> dict[str, str]:
     """{version, sha256} of the hills package that produced a report."""
     global _TOOL_HASH
     if _TOOL_HASH is None:
@@ -140,11 +147,11 @@ def tool_identity():
     return {"version": __version__, "sha256": _TOOL_HASH}
 
 
-def timestamp():
+def timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def subject_line(report):
+def subject_line(report: Mapping[str, Any]) -> str:
     """What a report is about, for its first line: `HILL @ TREE` (12 hex
     digits, or `working tree`); an object signed by hills-sign is labelled
     as such rather than passed off as a hill's report."""
@@ -156,7 +163,7 @@ def subject_line(report):
     return f"{hill or '?'} @ {(tree or 'working tree')[:12]}"
 
 
-def summary_line(report):
+def summary_line(report: Mapping[str, Any]) -> str:
     """One line: verdict and metrics. Any report shape is shown, never a crash
     (hills-sign signs whatever JSON object it is given)."""
     shown = []
@@ -168,6 +175,8 @@ def summary_line(report):
         value = f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
         shown.append(f"{metric['name']}={value} ({metric.get('direction', '?')})")
     metrics = "  ".join(shown)
+    status = report.get("status")
+    # A signed object's status may be any JSON value, a list or an object too.
     verdict = {"passing": "PASSED", "failing": "FAILED", "buggy": "BUGGY",
-               "refused": "REFUSED", "interrupted": "INTERRUPTED"}.get(report.get("status"), "?")
+               "refused": "REFUSED", "interrupted": "INTERRUPTED"}.get(status, "?") if isinstance(status, str) else "?"
     return f"{verdict:<8} {metrics}".rstrip()

@@ -13,22 +13,30 @@ command verifiers reach as `$HILLS_PYTHON $HILLS_SOLUTION`, or by a
 function evaluator through `hills.sdk.run_submission`.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import subprocess
 
 from .errors import EnvironmentProblem
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from pathlib import Path
+    from typing import Any
+
 LEVEL_BWRAP = "bwrap"
 LEVEL_NONE = "none"
-_probe = {}
+_probe: dict[str, bool] = {}
 
 
-def bwrap_binary():
+def bwrap_binary() -> str | None:
     return os.environ.get("HILLS_BWRAP") or shutil.which("bwrap")
 
 
-def bwrap_works():
+def bwrap_works() -> bool:
     """Whether bwrap exists and can build a namespace here (probed once)."""
     binary = bwrap_binary()
     if not binary:
@@ -38,7 +46,7 @@ def bwrap_works():
     return _probe[binary]
 
 
-def probe(binary):
+def probe(binary: str | None) -> bool:
     """Whether `binary` can build a namespace here: one run of it, touching no
     machine state (test suites call this while they are being collected)."""
     if not binary:
@@ -51,7 +59,7 @@ def probe(binary):
     return done.returncode == 0
 
 
-def _probe_cached(binary):
+def _probe_cached(binary: str) -> bool:
     """Run the probe once per bwrap binary (by path, size and mtime) and
     remember the answer in machine state, sealed: evals skip the probe."""
     from . import state
@@ -71,7 +79,7 @@ def _probe_cached(binary):
     return works
 
 
-def level_for(spec):
+def level_for(spec: Mapping[str, Any]) -> str:
     """The isolation an eval of this hill gets: `bwrap` or `none`."""
     wanted = spec.get("sandbox", "auto")
     if wanted == LEVEL_NONE:
@@ -85,15 +93,20 @@ def level_for(spec):
     return LEVEL_NONE
 
 
-def _common(network):
-    argv = [bwrap_binary(), "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+def _common(network: bool) -> list[str]:
+    binary = bwrap_binary()
+    if binary is None:
+        raise EnvironmentProblem("bubblewrap (bwrap) is not installed or not on PATH",
+                                 hint="install bubblewrap (Debian package 'bubblewrap'), or set HILLS_BWRAP")
+    argv = [binary, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if not network:
         argv.append("--unshare-net")
     return argv
 
 
-def evaluator_argv(argv, *, home, run_dir, run_hill_dir, readable, network, cwd, hidden=()):
+def evaluator_argv(argv: Sequence[str], *, home: str, run_dir: str, run_hill_dir: str, readable: Iterable[str],
+                   network: bool, cwd: str, hidden: Iterable[str] = ()) -> list[str]:
     """bwrap argv for an evaluator: machine state and every `hidden` folder
     (other hills' private/) hidden, but `readable` (the hill environment
     and the SDK), the run folder writable, the hill in it read-only."""
@@ -107,14 +120,14 @@ def evaluator_argv(argv, *, home, run_dir, run_hill_dir, readable, network, cwd,
     return wrapped + list(argv)
 
 
-def private_elsewhere(hill_dir):
+def private_elsewhere(hill_dir: Path | str) -> list[str]:
     """The private/ folders of the machine's other registered hills, a
     same-named hill of another project included: no eval of this hill has
     any business reading them."""
     from . import state
 
     own = os.path.realpath(os.path.join(hill_dir, "private"))
-    found = []
+    found: list[str] = []
     for _name, entry in state.registry_entries():
         path = os.path.join(entry["path"], "private")
         if os.path.isdir(path):
@@ -124,7 +137,8 @@ def private_elsewhere(hill_dir):
     return found
 
 
-def submission_argv(argv, *, home, hidden, writable, readable, network, cwd):
+def submission_argv(argv: Sequence[str], *, home: str, hidden: Sequence[str], writable: Iterable[str],
+                    readable: Iterable[str], network: bool, cwd: str) -> list[str]:
     """bwrap argv for submitted code: machine state and every `hidden`
     folder (the hill, the run folder) replaced by empty ones, only
     `writable` folders writable."""
@@ -146,8 +160,9 @@ class Confinement:
     """The isolation of one eval: how to wrap the evaluator, and the
     configuration handed to `hills.sdk` for the submitted code it starts."""
 
-    def __init__(self, level, *, home, run_dir, run_hill_dir, hill_dir, env_dir, sdk_dir, network, limits,
-                 public=(), elsewhere=()):
+    def __init__(self, level: str, *, home: str, run_dir: str, run_hill_dir: str, hill_dir: str, env_dir: str,
+                 sdk_dir: str, network: bool, limits: Mapping[str, int], public: Iterable[str] = (),
+                 elsewhere: Iterable[str] = ()) -> None:
         self.level = level
         self.home = home
         self.run_dir = run_dir
@@ -161,16 +176,17 @@ class Confinement:
         self.limits = limits
         self.elsewhere = list(elsewhere)
 
-    def evaluator(self, argv, cwd):
+    def evaluator(self, argv: Sequence[str], cwd: str) -> list[str]:
         if self.level != LEVEL_BWRAP:
             return list(argv)
         return evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
                               readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere)
 
-    def submission_config(self, submission_dir, scratch_dir, readable=()):
+    def submission_config(self, submission_dir: str, scratch_dir: str,
+                          readable: Iterable[str] = ()) -> dict[str, Any]:
         """JSON-able settings for hills.sdk.run_submission."""
         os.makedirs(scratch_dir, exist_ok=True)
-        config = {"cwd": submission_dir, "scratch": scratch_dir, "timeout": self.limits["time"],
+        config: dict[str, Any] = {"cwd": submission_dir, "scratch": scratch_dir, "timeout": self.limits["time"],
                   "memory_mb": max(1, self.limits["memory"] // (1024 * 1024)), "prefix": [],
                   "public": list(self.public)}
         if self.level == LEVEL_BWRAP:

@@ -1,5 +1,7 @@
 """Per-hill uv environments: locking, building once per version, reusing."""
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
@@ -12,8 +14,13 @@ from .errors import CommandFailed, EnvironmentProblem
 
 MARKER = ".hills-env.json"
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
 
-def uv_binary():
+
+def uv_binary() -> str:
     """The uv executable: the one installed with hills, else the one on PATH."""
     override = os.environ.get("HILLS_UV")
     if override:
@@ -23,7 +30,7 @@ def uv_binary():
     try:
         import uv
 
-        path = uv.find_uv_bin()
+        path: str | None = uv.find_uv_bin()
         if path and os.path.isfile(path):
             return path
     except (ImportError, FileNotFoundError):
@@ -35,14 +42,14 @@ def uv_binary():
     return path
 
 
-def _uv_env():
+def _uv_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"))}
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
     env["UV_NO_PROGRESS"] = "1"
     return env
 
 
-def _run(argv, cwd, extra_env=None):
+def _run(argv: list[str], cwd: Path | str, extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = _uv_env()
     if extra_env:
         env.update(extra_env)
@@ -54,12 +61,12 @@ def _run(argv, cwd, extra_env=None):
     return done
 
 
-def interpreter():
+def interpreter() -> str:
     """The Python a hill environment is built on: this one, unless HILLS_PYTHON_BASE says."""
     return os.environ.get("HILLS_PYTHON_BASE") or sys.executable
 
 
-def lock(hill_dir):
+def lock(hill_dir: Path | str) -> None:
     """Write or refresh the hill's uv.lock."""
     argv = [uv_binary(), "lock", "--quiet", "--python", interpreter()]
     done = _run(argv, hill_dir)
@@ -68,7 +75,7 @@ def lock(hill_dir):
                             hint="check the dependencies in the hill's pyproject.toml")
 
 
-def lock_is_current(hill_dir):
+def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
     """(True, "") when uv.lock matches pyproject.toml, else (False, why)."""
     if not os.path.isfile(os.path.join(hill_dir, "uv.lock")):
         return False, "uv.lock is missing (run 'uv lock' in the hill, or commit to regenerate it)"
@@ -90,7 +97,7 @@ def lock_is_current(hill_dir):
     return False, reason
 
 
-def env_digest(hill_dir):
+def env_digest(hill_dir: Path | str) -> str:
     """Identity of an environment: its pyproject.toml, uv.lock and base interpreter."""
     digest = hashlib.sha256()
     for name in ("pyproject.toml", "uv.lock"):
@@ -103,20 +110,20 @@ def env_digest(hill_dir):
     return digest.hexdigest()[:32]
 
 
-def env_path(name, key):
+def env_path(name: str, key: str) -> str:
     return os.path.join(state.envs_dir(name), key)
 
 
-def python_of(env_dir):
+def python_of(env_dir: str) -> str:
     return os.path.join(env_dir, "bin", "python")
 
 
-def _seal_path(env_dir):
+def _seal_path(env_dir: str) -> str:
     # Beside the environment, not in it: sealed with the machine key.
     return env_dir + ".seal.json"
 
 
-def _signature(env_dir):
+def _signature(env_dir: str) -> dict[str, list[str | int]]:
     """state.folder_signature, but without the ctime of files that have
     other hard links: uv links package files from its cache, and each other
     environment linking the same file changes that file's link count, so its
@@ -134,11 +141,11 @@ def _signature(env_dir):
     return signature
 
 
-def _seal(env_dir):
+def _seal(env_dir: str) -> None:
     state.sealed_write(_seal_path(env_dir), _signature(env_dir))
 
 
-def changed_since_built(env_dir):
+def changed_since_built(env_dir: str) -> str | None:
     """None when the environment is as it was built, else what differs."""
     sealed = state.sealed_read(_seal_path(env_dir))
     if sealed is None:
@@ -148,7 +155,7 @@ def changed_since_built(env_dir):
     return None
 
 
-def ensure(name, key, source_dir, say=None):
+def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], object] | None = None) -> str:
     """The interpreter of the environment `key` of hill `name`, built from
     `source_dir` (pyproject.toml + uv.lock) on first use, then reused as is
     while its seal holds; a changed environment is rebuilt."""

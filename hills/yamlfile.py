@@ -2,6 +2,8 @@
 bounds: the size is checked before parsing, aliases are refused, and nesting
 depth and the number of values are capped (docs/decisions.md)."""
 
+from __future__ import annotations
+
 import os
 import stat
 
@@ -15,19 +17,26 @@ MAX_BYTES = 256 * 1024
 MAX_VALUES = 5000
 MAX_DEPTH = 32
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ruamel.yaml.composer import Composer
+
 
 class _Refusal(Exception):
-    def __init__(self, message, hint):
+    def __init__(self, message: str, hint: str) -> None:
         super().__init__(message)
         self.message, self.hint = message, hint
 
 
-def too_large(source):
+def too_large(source: Path | str) -> UsageError:
     return UsageError(f"'{source}': larger than {MAX_BYTES // 1024} KiB ({MAX_BYTES} bytes)",
                       hint="a hill.yaml or problem.yaml is a few kilobytes; keep data in files of its own")
 
 
-def read_text(path):
+def read_text(path: Path | str) -> str:
     """The UTF-8 text of the file at `path`, refused unread when it is larger
     than MAX_BYTES or not a regular file (a FIFO would block the read).
     FileNotFoundError and other OSErrors are the caller's to word."""
@@ -45,7 +54,7 @@ def read_text(path):
         raise UsageError(f"'{path}': expected UTF-8 text")
 
 
-def load(text, source, typ="rt"):
+def load(text: str, source: Path | str, typ: str = "rt") -> Any:
     """Parse YAML `text` (named `source` in errors) with ruamel.yaml's loader
     of type `typ`; every refusal and syntax error is a UsageError."""
     from ruamel.yaml import YAML
@@ -66,10 +75,10 @@ def load(text, source, typ="rt"):
         raise UsageError(f"'{source}': not valid YAML{where}: {problem}") from None
 
 
-_COMPOSER = None
+_COMPOSER: type[Composer] | None = None
 
 
-def _bounded_composer():
+def _bounded_composer() -> type[Composer]:
     """A ruamel Composer that refuses aliases and counts values and depth as
     it builds each node, so a refusal comes before the rest is even read."""
     global _COMPOSER
@@ -82,7 +91,7 @@ def _bounded_composer():
         hills_values = 0
         hills_depth = 0
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.parser.peek_event()
             where = f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
             if isinstance(event, AliasEvent):
