@@ -6,19 +6,21 @@ import os
 import secrets
 import stat as stat_module
 
-from . import check, hill as hill_module, locks, state
+from . import gate as gate_module, hill as hill_module, locks, state
 from .errors import Refused, UsageError
 
 BRANCH = "refs/heads/main"
 ZERO = "0" * 40
 
 
-def regenerate_locks(hill, cache=None):
+def regenerate_locks(hill, cache=None, listing=None):
     """Hash private/ and the blobs; write both lock files when they changed.
+    `listing` is the hill's (regular, blobs) files when already listed.
 
     Returns (private_entries, blob_entries, regular_paths, changed_lock_names).
     """
-    regular, blobs = hill_module.list_tree_files(hill)
+    regular, blobs = (list(listing[0]), list(listing[1])) if listing is not None \
+        else hill_module.list_tree_files(hill)
     cache = cache or locks.StatCache(hill.path)
     private_entries = locks.hash_files(hill.path, locks.walk_private(hill.path), cache)
     blob_entries = locks.hash_files(hill.path, blobs, cache)
@@ -69,9 +71,11 @@ def commit(hill, message, gate=True, progress=None):
     if not message or not message.strip():
         raise UsageError("empty commit message", hint="pass -m MESSAGE")
     with state.file_lock(os.path.join(hill.repo.git_dir, "hills-commit.lock")):
+        cache = locks.StatCache(hill.path)
+        listing = None
         if gate:
-            results = check.run_checks(hill.path, tests=True)
-            failed = [r for r in results if r.status == "fail"]
+            verdict = gate_module.run(hill, cache)
+            results, failed, listing = verdict.results, verdict.failed, verdict.listing
             if progress:
                 for result in results:
                     progress(result)
@@ -82,7 +86,7 @@ def commit(hill, message, gate=True, progress=None):
                               hint="run 'hills check " + hill.name + "' and fix what it reports; nothing was committed")
         # Loaded after the gate: a broken hill.yaml is a failed check (exit 1), as in the hook.
         spec = hill.manifest()
-        private_entries, blob_entries, regular, _changed = regenerate_locks(hill)
+        private_entries, blob_entries, regular, _changed = regenerate_locks(hill, cache, listing)
         audit_leaks(hill, private_entries)
         # Before any blob is written: a copy of private data under another name.
         audit_copies(hill, private_entries, {rel: _worktree_blob(hill, rel) for rel in regular})

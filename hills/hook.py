@@ -3,7 +3,7 @@ for a plain `git --git-dir=.vc --work-tree=. commit`."""
 
 import os
 
-from . import check, commit, hill as hill_module, locks
+from . import commit, gate, hill as hill_module, locks
 from .errors import Refused, UsageError
 
 
@@ -25,13 +25,14 @@ def pre_commit(work_tree):
         raise Refused(f"'{unstaged[0]}' differs between the index and the working tree: the gate checks the "
                       "working tree, so it would not vouch for what git commits; nothing was committed",
                       hint="stage the changes (git --git-dir=.vc --work-tree=. add -A), or set them aside")
-    results = check.run_checks(hill_dir, tests=True)
-    failed = [r for r in results if r.status == "fail"]
+    cache = locks.StatCache(hill_dir)
+    verdict = gate.run(target, cache)
+    failed = verdict.failed
     if failed:
         first_line = (failed[0].detail.splitlines() or ["no detail"])[0]
         raise Refused(f"hill '{target.name}' failed check '{failed[0].name}': {first_line}",
                       hint=f"run 'hills check {target.name}'; nothing was committed")
-    private_entries, blob_entries, _regular, _changed = commit.regenerate_locks(target)
+    private_entries, blob_entries, _regular, _changed = commit.regenerate_locks(target, cache, verdict.listing)
     staged = target.repo.run("ls-files", "-z", "--cached", env=index_env).split("\0")
     for rel in staged:
         if rel.startswith("private/") or rel in blob_entries:
