@@ -163,12 +163,54 @@ def _git_blob_id(path, size):
     return digest.hexdigest()
 
 
-def audit_leaks(hill, private_entries):
+AUDIT_STATE = "hills-audit.json"
+HISTORY_HINT = ("drop the commits, stashes, tags or notes that hold it, then run: "
+                "git --git-dir=.vc reflog expire --expire-unreachable=now --all && git --git-dir=.vc gc --prune=now")
+
+
+def audit_leaks(hill: hill_module.Hill, private_entries: dict[str, dict]) -> None:
     """Refuse, naming the path, when private content is reachable in `.vc`:
     a path under private/ anywhere in its history, or the exact bytes of a
     private file as a blob reachable from any ref or reflog (commits, tags,
     stashes, notes). Only private files whose size matches a reachable blob
-    are read."""
+    are read.
+
+    `.vc/hills-audit.json` (sealed with the machine key) records the ref
+    tips audited and the private digests they were audited against; while
+    every private digest is among those, only objects not reachable from
+    those tips are looked at. A new private digest (bytes that may already
+    sit anywhere in the history) audits everything again."""
+    digests = sorted({f"{entry['size']}:{entry['digest']}" for entry in private_entries.values()})
+    state_path = os.path.join(hill.repo.git_dir, AUDIT_STATE)
+    # Read before the audit: a tip is recorded only when the audit saw it.
+    tips = hill.repo.ref_targets()
+    audited = _audited(state_path)
+    listed: set[str] | None = None
+    before: set[str] = set()
+    if audited is not None and set(digests) <= set(audited["private"]):
+        listed, before = _audit_new(hill, private_entries, tips, audited["tips"]), set(audited["tips"])
+    if listed is None:
+        listed, before = _audit_all(hill, private_entries), set()
+    kept = sorted({object_id for object_id, _kind, _peeled in tips if object_id in listed or object_id in before})
+    try:
+        state.sealed_write(state_path, {"version": 1, "private": digests, "tips": kept})
+    except OSError:
+        pass  # without a record, the next audit looks at everything again
+
+
+def _audited(state_path: str) -> dict | None:
+    """The last audit's record, or None when missing, edited or of another form."""
+    audited = state.sealed_read(state_path)
+    if (not isinstance(audited, dict) or audited.get("version") != 1
+            or not isinstance(audited.get("private"), list) or not isinstance(audited.get("tips"), list)
+            or not all(isinstance(tip, str) and len(tip) == 40 and all(c in "0123456789abcdef" for c in tip)
+                       for tip in audited["tips"])):
+        return None
+    return audited
+
+
+def _audit_all(hill: hill_module.Hill, private_entries: dict[str, dict]) -> set[str]:
+    """The whole audit over everything reachable; returns what it listed."""
     repo = hill.repo
     listing = repo.run("rev-list", "--all", "--reflog", "--objects", ok_codes=(0, 128))
     reachable = []
@@ -176,13 +218,9 @@ def audit_leaks(hill, private_entries):
         object_id, _, path = line.partition(" ")
         reachable.append(object_id)
         if path == "private" or path.startswith("private/"):
-            raise Refused(f"'{path}' is in the history of hill '{hill.name}' (object {object_id[:12]}): "
-                          "held-out data must never enter git; nothing was committed",
-                          hint="drop the commits, stashes, tags or notes that hold it, then run: "
-                               "git --git-dir=.vc reflog expire --expire-unreachable=now --all && "
-                               "git --git-dir=.vc gc --prune=now")
+            raise _in_history(hill, path, f"object {object_id[:12]}")
     if not reachable:
-        return
+        return set()
     # rev-list names each object once, by the first path it meets: a tree
     # also stored under another name (backup/ beside private/) would hide
     # the private/ one. Ask the history for the path itself.
@@ -193,15 +231,57 @@ def audit_leaks(hill, private_entries):
         if line.startswith("@"):
             commit_id = line[1:]
         elif line.strip():
-            raise Refused(f"'{line.strip()}' is in the history of hill '{hill.name}' (commit {commit_id[:12]}): "
-                          "held-out data must never enter git; nothing was committed",
-                          hint="drop the commits, stashes, tags or notes that hold it, then run: "
-                               "git --git-dir=.vc reflog expire --expire-unreachable=now --all && "
-                               "git --git-dir=.vc gc --prune=now")
-    if not private_entries:
-        return
-    blobs = {object_id: size for object_id, (kind, size) in repo.object_sizes(reachable).items()
-             if kind == "blob"}
+            raise _in_history(hill, line.strip(), f"commit {commit_id[:12]}")
+    if private_entries:
+        _refuse_private_blobs(hill, private_entries,
+                              {object_id: size for object_id, (kind, size) in repo.object_sizes(reachable).items()
+                               if kind == "blob"})
+    return set(reachable)
+
+
+def _audit_new(hill: hill_module.Hill, private_entries: dict[str, dict], tips: list[tuple[str, str, str]],
+               audited_tips: list[str]) -> set[str] | None:
+    """The audit of what is reachable now but not from `audited_tips`;
+    returns what it listed, or None when the whole audit must run instead
+    (an audited tip is gone from the object store)."""
+    repo = hill.repo
+    listing = repo.run("rev-list", "--objects", "--all", "--reflog", "--stdin",
+                       input="".join(f"^{tip}\n" for tip in audited_tips), ok_codes=(0, 128))
+    if repo.last_exit_code != 0:
+        return None
+    listed, roots = [], []
+    for line in listing.splitlines():
+        object_id, _, path = line.partition(" ")
+        listed.append(object_id)
+        if not path:
+            roots.append(object_id)  # a commit, or the tree or blob a ref or a commit points at
+        elif path == "private" or path.startswith("private/"):
+            raise _in_history(hill, path, f"object {object_id[:12]}")
+    old = set(audited_tips)
+    # A new ref to an old tree is the top of a tree no audit looked at from there.
+    roots += [object_id for object_id, _kind, peeled in tips if peeled == "tree" and object_id not in old]
+    # An old tree, held under backup/ say, is not listed again when a new
+    # commit puts it at private/: ask each new top for its private/ itself.
+    queries = (sorted(listed) if private_entries else []) + [f"{root}:private" for root in roots]
+    answers = repo.batch_check(queries)
+    for root, answer in zip(roots, answers[len(queries) - len(roots):]):
+        if answer is not None:
+            _audit_all(hill, private_entries)  # names the file, as the whole audit words it
+            raise _in_history(hill, "private", f"object {root[:12]}")
+    if private_entries:
+        _refuse_private_blobs(hill, private_entries,
+                              {object_id: answer[2] for object_id, answer in zip(queries, answers)
+                               if answer is not None and answer[1] == "blob"})
+    return set(listed)
+
+
+def _in_history(hill: hill_module.Hill, path: str, where: str) -> Refused:
+    return Refused(f"'{path}' is in the history of hill '{hill.name}' ({where}): "
+                   "held-out data must never enter git; nothing was committed", hint=HISTORY_HINT)
+
+
+def _refuse_private_blobs(hill: hill_module.Hill, private_entries: dict[str, dict], blobs: dict[str, int]) -> None:
+    """Refuse when a private file's bytes are one of `blobs` ({blob id: size})."""
     sizes = set(blobs.values())
     for rel, entry in sorted(private_entries.items()):
         if not entry["size"] or entry["size"] not in sizes:

@@ -163,6 +163,32 @@ class Repo:
                 found[parts[0]] = (parts[1], int(parts[2]))
         return found
 
+    def batch_check(self, names: list[str]) -> list[tuple[str, str, int] | None]:
+        """(object id, type, size) for each of `names` (object ids or
+        `REV:PATH`), in order; None where there is no such object."""
+        if not names:
+            return []
+        out = self.run("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+                       input="\n".join(names) + "\n")
+        answers: list[tuple[str, str, int] | None] = []
+        for line in out.splitlines():
+            parts = line.split(" ")
+            answers.append((parts[0], parts[1], int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None)
+        if len(answers) != len(names):
+            raise CommandFailed(["git", "cat-file", "--batch-check"], 0,
+                                f"{len(answers)} answers to {len(names)} object names")
+        return answers
+
+    def ref_targets(self) -> list[tuple[str, str, str]]:
+        """(object id, type, type once a tag is peeled) of every ref: the
+        tips of all history except HEAD and the reflogs."""
+        out = self.run("for-each-ref", "--format=%(objectname) %(objecttype) %(*objecttype)")
+        targets = []
+        for line in out.splitlines():
+            object_id, kind, peeled = (line.split(" ") + ["", ""])[:3]
+            targets.append((object_id, kind, peeled or kind))
+        return targets
+
 
 def _entries(out: str, id_field: int) -> dict[str, tuple[str, str]]:
     """Parse `ls-tree -z` or `ls-files --stage -z` records."""

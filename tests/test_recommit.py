@@ -3,13 +3,15 @@ remembered by content (files, environment, hills version), the locks are
 still regenerated and the leak audit still runs, on the objects new since
 the last audit, or on everything when a private file is new."""
 
+import json
+import os
 from pathlib import Path
 
 import blake3
 import pytest
 
 from conftest import Result, git, run_cli
-from hills import report
+from hills import commit as commit_module, report
 
 MARKER_TEST = """\
 import os
@@ -109,3 +111,90 @@ def test_hills_check_always_runs_the_tests(hill: Path, tmp_path: Path) -> None:
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
     assert runs(tmp_path) == 2 and "(remembered)" not in checked.out
+
+
+# ------------------------------------------------------------------ the leak audit
+
+@pytest.fixture
+def audits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The whole-history audits run from now on, one entry each."""
+    calls: list[str] = []
+    whole = commit_module._audit_all
+
+    def counted(*args: object) -> set[str]:
+        calls.append("all")
+        return whole(*args)
+
+    monkeypatch.setattr(commit_module, "_audit_all", counted)
+    return calls
+
+
+def plumb(hill_dir: Path, *args: str, input: str | None = None) -> str:
+    done = git(hill_dir, *args, input=input)
+    assert done.code == 0, done.output
+    return done.out.strip()
+
+
+def edit_readme(hill_dir: Path, text: str) -> None:
+    (hill_dir / "README.md").write_text((hill_dir / "README.md").read_text() + f"\n{text}\n")
+
+
+def test_a_recommit_audits_only_new_objects(hill: Path, audits: list[str]) -> None:
+    assert (hill / ".vc" / commit_module.AUDIT_STATE).is_file()
+    edit_readme(hill, "Nothing private changed.")
+    assert commit("readme").code == 0
+    assert audits == []
+
+
+def test_the_new_objects_still_hold_no_copy_of_private_data(hill: Path, audits: list[str]) -> None:
+    secret = plumb(hill, "hash-object", "-w", "--", "private/answers.txt")
+    tree = plumb(hill, "mktree", input=f"100644 blob {secret}\tnotes.txt\n")
+    side = plumb(hill, "commit-tree", tree, "-p", plumb(hill, "rev-parse", "HEAD"), "-m", "side")
+    plumb(hill, "update-ref", "refs/heads/side", side)
+    edit_readme(hill, "After a side branch.")
+    refused = commit("after a leak")
+    assert refused.code == 1, refused.output
+    assert "the content of 'private/answers.txt' is reachable" in refused.error_lines[0]
+    assert "nothing was committed" in refused.error_lines[0]
+    assert audits == []  # found by the audit of the new objects alone
+
+
+def test_a_new_private_file_is_audited_against_all_history(hill: Path, audits: list[str]) -> None:
+    """Bytes committed as a public file, later moved into private/: the old
+    commit was audited when those bytes were not private, so a new private
+    digest audits the whole history again."""
+    (hill / "table.csv").write_text("id,label\n1,cat\n")
+    assert commit("a public table").code == 0
+    (hill / "table.csv").rename(hill / "private" / "table.csv")
+    refused = commit("the table is held out now")
+    assert refused.code == 1, refused.output
+    assert "the content of 'private/table.csv' is reachable" in refused.error_lines[0]
+    assert audits == ["all"]
+
+
+def test_an_old_tree_moved_under_private_is_found(hill: Path, audits: list[str]) -> None:
+    """A tree audited under backup/ and then put at private/ by a new
+    commit is not listed again as a new object; the new commit is asked
+    for its private/ itself."""
+    (hill / "backup").mkdir()
+    (hill / "backup" / "x.txt").write_text("an old table\n")
+    assert commit("a backup folder").code == 0
+    head = plumb(hill, "rev-parse", "HEAD")
+    backup = plumb(hill, "rev-parse", "HEAD:backup")
+    tree = plumb(hill, "mktree", input=f"040000 tree {backup}\tprivate\n")
+    plumb(hill, "update-ref", "refs/heads/moved", plumb(hill, "commit-tree", tree, "-p", head, "-m", "moved"))
+    edit_readme(hill, "After the move.")
+    refused = commit("after the move")
+    assert refused.code == 1, refused.output
+    assert "'private/x.txt' is in the history of hill 'circle-packing'" in refused.error_lines[0]
+
+
+def test_an_edited_audit_record_audits_everything(hill: Path, audits: list[str]) -> None:
+    record = hill / ".vc" / commit_module.AUDIT_STATE
+    document = json.loads(record.read_text())
+    document["value"]["private"] = []
+    record.write_text(json.dumps(document))
+    edit_readme(hill, "After an edit of the record.")
+    assert commit("readme").code == 0
+    assert audits == ["all"]
+    assert os.path.getsize(record) > 0
