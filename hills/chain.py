@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import json
 import os
+from typing import Callable, NamedTuple
 
 from .errors import Refused, UsageError
 from .signing import canonical_json
@@ -169,9 +170,11 @@ def _read_head_file(path, key):
     return {"seq": seq, "mac": mac}, None
 
 
-def _read_all(path):
+def _read_all(path, offset=0):
     try:
         with open(path, "rb") as handle:
+            if offset:
+                handle.seek(offset)
             return handle.read()
     except FileNotFoundError:
         return None
@@ -181,15 +184,15 @@ def _read_all(path):
         raise UsageError(f"cannot read log '{os.fspath(path)}': {exc.strerror}")
 
 
-def _read_settled(path):
-    """The log's bytes; if they end mid-line, re-read once under the append lock."""
-    data = _read_all(path)
+def _read_settled(path, offset=0):
+    """The log's bytes from `offset`; if they end mid-line, re-read once under the append lock."""
+    data = _read_all(path, offset)
     if data and not data.endswith(b"\n") and os.path.exists(lock_path(path)):
         # An append in flight may be half visible; its writer holds the lock.
         fd = os.open(lock_path(path), os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
-            data = _read_all(path)
+            data = _read_all(path, offset)
         finally:
             os.close(fd)
     return data
@@ -411,25 +414,125 @@ def verify(path, key, head=None):
             lines.pop()
         problems.extend(_careful_scan(lines, truncated, key, head_seq, scan))
 
-    if head_problem:
-        problems.append(head_problem)
+    problems.extend(_against_head(head, head_problem, scan, problems))
+    return ChainReport(not problems, scan.count, problems, scan.break_line,
+                       scan.number, scan.last_seq, scan.last_mac)
+
+
+def _against_head(head: dict | None, head_problem: str | None, scan: _Scan, problems: list[str]) -> list[str]:
+    """The problems of a scanned log against its head (`problems`: those
+    found so far, which also decide where the break is reported)."""
+    found = [head_problem] if head_problem else []
     if head is not None:
+        head_seq = head["seq"]
         last_seq = scan.last_seq
         ended = "the log has no entries" if last_seq is None else f"the log ends at seq {last_seq}"
         if last_seq is None or head_seq > last_seq:
             missing = head_seq - (last_seq if last_seq is not None else -1)
-            problems.append(f"{ended} but its head records seq {head_seq}: "
-                            f"{missing} line(s) missing at the end")
+            found.append(f"{ended} but its head records seq {head_seq}: "
+                         f"{missing} line(s) missing at the end")
         elif scan.head_mac is None:
-            problems.append(f"the head records seq {head_seq} but no line carries it (the log was rewritten)")
+            found.append(f"the head records seq {head_seq} but no line carries it (the log was rewritten)")
         elif scan.head_mac != head["mac"]:
-            problems.append(f"the entry with seq {head_seq} does not match the head's mac "
-                            "(the log was rewritten)")
-        if problems and scan.break_line is None:
+            found.append(f"the entry with seq {head_seq} does not match the head's mac "
+                         "(the log was rewritten)")
+        if (problems or found) and scan.break_line is None:
             scan.break_line = scan.number + 1
+    return found
 
-    return ChainReport(not problems, scan.count, problems, scan.break_line,
-                       scan.number, scan.last_seq, scan.last_mac)
+
+class Resumed(NamedTuple):
+    """A check of the lines of a log past a mark: its report, those lines
+    parsed, and the mark of the last of them ({seq, mac, end})."""
+
+    report: ChainReport
+    entries: list[dict]
+    mark: dict | None
+
+
+def verify_from(path: str | os.PathLike, key: bytes, mark: dict | None = None) -> Resumed | None:
+    """Check the log at `path` past `mark` ({seq, mac, end}: the entry with
+    that seq and mac, whose line ends at byte `end`) as `verify` checks it
+    all, the head included; with no mark, from its first line. None when
+    the mark's entry is not where it says (the log was cut or rewritten
+    before it). The lines before the mark are not read."""
+    head, head_problem = _read_head_file(path, key)
+    head_seq = head["seq"] if head is not None else None
+    scan = _Scan()
+    if mark is None:
+        base = 0
+        data = _read_settled(path) or b""  # after the head: a head is never newer than the log
+        position = _fast_scan(data, key, head_seq, scan) if data else 0
+    else:
+        suffix = b',"mac":"' + mark["mac"].encode("ascii") + b'"}\n'
+        base = mark["end"]
+        if base < len(suffix):
+            return None
+        data = _read_settled(path, base - len(suffix))
+        if not data or not data.startswith(suffix):
+            return None
+        data, position = data[len(suffix):], 0
+        # The chain goes on from the mark's entry, line seq + 1 of an intact log.
+        scan.number = scan.prev_line = mark["seq"] + 1
+        scan.expect_seq, scan.expect_prev = mark["seq"] + 1, mark["mac"]
+        scan.last_seq, scan.last_mac = mark["seq"], mark["mac"]
+        if head_seq == mark["seq"]:
+            scan.head_mac = mark["mac"]
+    problems = []
+    if position < len(data):
+        lines = data[position:].split(b"\n")
+        truncated = lines[-1] != b""
+        if not truncated:
+            lines.pop()
+        problems.extend(_careful_scan(lines, truncated, key, head_seq, scan))
+    problems.extend(_against_head(head, head_problem, scan, problems))
+    report = ChainReport(not problems, scan.count, problems, scan.break_line,
+                         scan.number, scan.last_seq, scan.last_mac)
+    entries = [json.loads(line) for line in data.split(b"\n")[:-1]] if report.ok else []
+    last = {"seq": scan.last_seq, "mac": scan.last_mac, "end": base + len(data)} \
+        if report.ok and scan.last_seq is not None else mark
+    return Resumed(report, entries, last)
+
+
+def tally(path: str | os.PathLike, key: bytes, counter_path: str, counts: Callable[[dict], bool]) -> int:
+    """How many entries of the log at `path` `counts`, reading only the lines
+    after the ones counted last time: a sealed counter at `counter_path`
+    holds {seq, mac, end, count} of the last line counted. A counter that
+    is missing or edited counts the whole log again, to the same number.
+    Raises Refused, naming the problem, when the lines read do not verify
+    or the log no longer holds the counted entry (cut, emptied, rewritten),
+    so a log cut short never lowers the count."""
+    from .state import sealed_read, sealed_write
+
+    kept = sealed_read(counter_path)
+    if not (isinstance(kept, dict) and kept.get("version") == 1
+            and all(isinstance(kept.get(name), int) and not isinstance(kept.get(name), bool)
+                    for name in ("seq", "end", "count"))
+            and isinstance(kept.get("mac"), str) and kept["mac"].isascii()):
+        kept = None
+    if not os.path.exists(path):
+        if kept is not None:
+            raise Refused(f"the log is missing, but a count of {kept['count']} was taken from it "
+                          f"up to seq {kept['seq']}")
+        return 0
+    mark = {name: kept[name] for name in ("seq", "mac", "end")} if kept is not None else None
+    resumed = verify_from(path, key, mark)
+    if resumed is None:
+        # Only a mark can be missed: the log no longer holds the entry counted up to.
+        whole = verify(path, key)
+        counted_up_to = mark["seq"] if mark is not None else None
+        raise Refused(whole.problems[0] if not whole.ok else
+                      f"the entry with seq {counted_up_to} that was counted up to is gone "
+                      "(the log was cut or rewritten)")
+    if not resumed.report.ok:
+        raise Refused(resumed.report.problems[0])
+    total = (kept["count"] if kept is not None else 0) + sum(1 for entry in resumed.entries if counts(entry))
+    if resumed.mark is not None and resumed.mark != mark:
+        try:
+            sealed_write(counter_path, {"version": 1, "count": total, **resumed.mark})
+        except OSError:
+            pass  # a counter that cannot be written costs a longer read next time, never a wrong count
+    return total
 
 
 def read(path, key=None, last=None):

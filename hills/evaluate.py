@@ -196,17 +196,19 @@ def attempts_path(name, tree_hash, hill_path=None):
 def final_count(name, tree_hash, key):
     """Holdout evals already spent on a version, official or not (a look at
     the holdout is a look); refusals are not counted. The log must verify:
-    a log cut short must not hand the budget back."""
-    path = attempts_path(name, tree_hash)
-    if not os.path.exists(path):
-        return 0
-    verdict = chain.verify(path, key)
-    if not verdict.ok:
+    a log cut short must not hand the budget back. A sealed counter beside
+    the log (`final-count.json`, written under the budget lock the caller
+    holds) keeps the count up to a line, so only the lines after it are
+    read; without it the whole log is counted again, to the same number."""
+    counter = os.path.join(state.state_dir(name, tree_hash), "final-count.json")
+    try:
+        return chain.tally(attempts_path(name, tree_hash), key, counter,
+                           lambda entry: bool(entry.get("report", {}).get("final"))
+                           and entry.get("report", {}).get("status") != "refused")
+    except Refused as exc:
         raise NotScored(f"the attempts log of hill '{name}' at tree {tree_hash[:12]} is broken "
-                      f"({verdict.problems[0]}): its holdout evals cannot be counted",
-                      hint=f"see 'hills attempts {name}'")
-    reports = (entry.get("report", {}) for entry in chain.read(path))
-    return sum(1 for report in reports if report.get("final") and report.get("status") != "refused")
+                        f"({exc.message}): its holdout evals cannot be counted",
+                        hint=f"see 'hills attempts {name}'") from None
 
 
 class _Resource:
