@@ -6,6 +6,7 @@ import ast
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,7 @@ def _ids(items):
 
 @pytest.mark.parametrize("words,command", DOCUMENTED, ids=_ids(DOCUMENTED))
 def test_command_has_help_and_a_short_help_that_fits(words, command):
-    assert manpages._help_text(command), f"'hills {words}' has no help text (its docstring)"
+    assert manpages.help_text(command), f"'hills {words}' has no help text (its docstring)"
     short = manpages.short_help(command)
     assert short, f"'hills {words}' has no short help"
     # The width click gives the summaries in `hills --help` (and the chain
@@ -71,12 +72,11 @@ def test_every_option_has_help(words, command):
 @pytest.mark.parametrize("words,command", DOCUMENTED[1:], ids=_ids(DOCUMENTED[1:]))
 def test_every_argument_is_described_in_the_man_page(words, command):
     verb = words.split()[0]
-    described = manpages.VERBS[verb].get("arguments", {})
-    ctx = click.Context(command, info_name="hills", **command.context_settings)
-    for param in command.get_params(ctx):
-        if isinstance(param, click.Argument):
-            assert described.get(param.name, "").strip(), (
-                f"argument {param.name!r} of 'hills {words}' is not described in hills.manpages.VERBS")
+    options = _section(MAN_DIR / f"hills-{verb}.1.rst", "OPTIONS")
+    for metavar in manpages.arguments(command, f"hills {words}"):
+        # A term line, then its description indented under it.
+        assert re.search(rf"^\*{re.escape(metavar)}\*\n    \S", options, re.MULTILINE), (
+            f"argument {metavar} of 'hills {words}' is not described under OPTIONS in man/hills-{verb}.1.rst")
 
 
 # ---------------------------------------------------------------- registry, scripts, bin/
@@ -112,13 +112,26 @@ def test_bin_holds_the_multicall_script_and_a_symlink_per_name():
 
 # ---------------------------------------------------------------- man pages
 
-def test_every_verb_and_topic_has_a_page_and_nothing_else_does():
-    expected = {"hills.1", "git-hill.1"}
-    expected |= {f"hills-{verb}.1" for verb in VERBS}
-    expected |= {f"{topic}.5" for topic in manpages.TOPICS}
+# The file formats, each documented in section 5.
+FORMATS = {"hill.yaml.5", "hills-lock.5", "hills-report.5"}
+
+
+def _section(source, title):
+    """The text of one top-level section of a man page source."""
+    text = source.read_text(encoding="utf-8")
+    match = re.search(rf"^{re.escape(title)}\n=+\n(.*?)(?=^[^\n]+\n=+\n|\Z)", text, re.MULTILINE | re.DOTALL)
+    assert match, f"{source.name} has no section {title}"
+    return match.group(1)
+
+
+def test_every_verb_and_format_has_a_page_and_nothing_else_does():
+    expected = {"hills.1", "git-hill.1"} | {f"hills-{verb}.1" for verb in VERBS} | FORMATS
+    assert set(manpages.command_pages()) | FORMATS == expected
     assert set(manpages.pages()) == expected
     on_disk = {name for name in os.listdir(MAN_DIR) if re.search(r"\.[0-9]$", name)}
     assert on_disk == expected, "man/ differs from the commands: run 'python -m hills.manpages'"
+    sources = {name for name in os.listdir(MAN_DIR) if name.endswith(".rst")}
+    assert sources == {f"{page}.rst" for page in expected}, "each page has one source, man/PAGE.rst"
     for program in cli.STANDALONE:
         assert f"{program}.1" in on_disk, f"'man {program}' would find no page"
 
@@ -130,8 +143,7 @@ def test_git_hill_page_exists_for_git_hill_help():
 
 
 def test_every_verb_page_has_the_git_style_sections():
-    sections = ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "OUTPUT", '"EXIT STATUS"', "EXAMPLES", '"SEE ALSO"']
-    assert sorted(manpages.VERBS) == sorted(VERBS), "hills.manpages.VERBS must document exactly the visible verbs"
+    sections = ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "OUTPUT", "EXIT STATUS", "EXAMPLES", "SEE ALSO"]
     for verb in VERBS:
         text = (MAN_DIR / f"hills-{verb}.1").read_text(encoding="utf-8")
         found = [line[4:] for line in text.splitlines() if line.startswith(".SH ")]
@@ -145,16 +157,18 @@ def test_man_pages_are_up_to_date():
 
 
 def test_manpages_check_names_a_stale_page(tmp_path):
-    for name, text in manpages.pages().items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    assert manpages.main(["--check", str(tmp_path)]) == 0
-    (tmp_path / "hills-eval.1").write_text("stale\n", encoding="utf-8")
-    (tmp_path / "hills-gone.1").write_text("old\n", encoding="utf-8")
-    (tmp_path / "hills-rank.1").unlink()
-    assert manpages.check(str(tmp_path)) == [("stale", str(tmp_path / "hills-eval.1")),
-                                             ("missing", str(tmp_path / "hills-rank.1")),
-                                             ("extra", str(tmp_path / "hills-gone.1"))]
-    assert manpages.main(["--check", str(tmp_path)]) == 1
+    man = tmp_path / "man"
+    shutil.copytree(MAN_DIR, man)
+    assert manpages.main(["--check", str(man)]) == 0
+    source = man / "hills-eval.1.rst"
+    source.write_text(source.read_text(encoding="utf-8").replace("Score the example", "Score an example"),
+                      encoding="utf-8")
+    (man / "hills-gone.1").write_text("old\n", encoding="utf-8")
+    (man / "hills-rank.1").unlink()
+    assert manpages.check(str(man)) == [manpages.Problem("stale", str(man / "hills-eval.1")),
+                                        manpages.Problem("missing", str(man / "hills-rank.1")),
+                                        manpages.Problem("extra", str(man / "hills-gone.1"))]
+    assert manpages.main(["--check", str(man)]) == 1
 
 
 def test_wheel_installs_every_page():
@@ -169,7 +183,7 @@ def test_section_5_pages_cover_every_manifest_key() -> None:
     page = manpages.pages()["hill.yaml.5"]
     for table in (manifest.KEYS, manifest.PARAM_KEYS):
         for name, (label, _doc) in manifest.key_docs(table).items():
-            assert f"\\fB{name}\\fR ({label})" in page, name
+            assert f"\\fB{name}\\fP ({label})" in page, name
 
 
 def _assigned_keys(function, variable):
@@ -197,8 +211,12 @@ def test_report_page_documents_every_envelope_field():
     fields |= _assigned_keys(Path(command.__file__).read_text(encoding="utf-8"), "core")
     fields |= _assigned_keys(Path(replicates.__file__).read_text(encoding="utf-8"), "combined")
     assert "signature" in fields and "tree_hash" in fields
-    assert set(manpages.REPORT_FIELDS) == fields, "hills-report(5) FIELDS differ from what hills eval writes"
-    assert set(manpages.STATUSES) == set(report.STATUSES)
+    source = MAN_DIR / "hills-report.5.rst"
+    documented = re.findall(r"^``(\w+)`` \(", _section(source, "FIELDS"), re.MULTILINE)
+    assert set(documented) == fields, "hills-report(5) FIELDS differ from what hills eval writes"
+    assert len(documented) == len(fields), "a field of hills-report(5) is documented twice"
+    statuses = re.findall(r"^``(\w+)``$", _section(source, "STATUSES"), re.MULTILINE)
+    assert statuses == list(report.STATUSES)
 
 
 # ---------------------------------------------------------------- README

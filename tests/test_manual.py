@@ -83,7 +83,7 @@ def test_install_refuses_an_outdir(capsys):
     with pytest.raises(SystemExit) as raised:
         manpages.main(["--install", "somewhere", "man"])
     assert raised.value.code == 2
-    assert "--install takes neither --check nor OUTDIR" in capsys.readouterr().err
+    assert "--install takes neither --check nor MANDIR" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- git hill --help
