@@ -413,21 +413,19 @@ def eval_command(submission, hill_name, params, final, force, current, queue, ve
     from . import evaluate, hill
 
     target = hill.resolve(hill_name)
-    request = evaluate.Request(target, submission, params, final=final, force=force, current=current,
-                               queue=queue, verbose=verbose, repeat=repeat, knobs=list(knobs) or None)
+    request = evaluate.EvalRequest(target, submission, tuple(params), final=final, force=force, current=current,
+                                   queue=queue, verbose=verbose, repeat=repeat, knobs=tuple(knobs) or None)
     if output:
         _check_output_path(output)
-    try:
-        report = evaluate.evaluate(request, say=say)
-    except (errors.HillsError, KeyboardInterrupt) as exc:
-        if getattr(exc, "report", None) is not None:
-            _emit_report(exc.report, output, as_json)
-        raise
-    _emit_report(report, output, as_json)
+    outcome = evaluate.evaluate(request, say=say)
+    if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
+        _emit_report(outcome.report, output, as_json)
+    if outcome.error is not None:
+        raise outcome.error  # the refusal, interrupt or bug: said by the funnel like any other
     if not as_json:
-        _eval_summary(report, submission)
-    if report["status"] != "passing":
-        raise SystemExit(errors.EXIT_NO)
+        _eval_summary(outcome.report, submission)
+    if outcome.exit_code:
+        raise SystemExit(outcome.exit_code)
 
 
 def _emit_report(report, output, as_json):

@@ -4,6 +4,8 @@ runs in, and the result file it must write, checked key by key."""
 import json
 import math
 import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from .report import Malformed
 from .signing import json_kind
@@ -11,7 +13,19 @@ from .signing import json_kind
 RESERVED = ("score", "instances", "report")
 
 
-def _finite_number(value):
+class VerifierResult(NamedTuple):
+    """A verifier's result file, checked: the score, the side metrics kept
+    and the names of those dropped (not finite numbers), and the optional
+    instances and report block."""
+
+    score: float
+    side: dict[str, float]
+    dropped: list[str]
+    instances: dict[str, float] | None
+    report: dict[str, Any] | None
+
+
+def _finite_number(value: object) -> bool:
     """Whether `value` is a number a report can hold: not a boolean, not NaN
     or infinite, and (an int) not too large for a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -22,7 +36,7 @@ def _finite_number(value):
         return False
 
 
-def _score(value, where):
+def _score(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Malformed(f"{where} must be a finite number, got {json_kind(value)} ({json.dumps(value)[:60]})")
     if isinstance(value, int) and not _finite_number(value):
@@ -34,12 +48,9 @@ def _score(value, where):
     return value
 
 
-def parse_result(path):
+def parse_result(path: str) -> VerifierResult:
     """Read a verifier's result file: {"score": x, ...} or a bare number.
-
-    Returns (score, side_metrics, dropped_names, instances, report). Every
-    broken result raises Malformed with a precise message.
-    """
+    Every broken result raises Malformed with a precise message."""
     try:
         # Never through a link: the result is a plain file the verifier wrote.
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
@@ -61,7 +72,7 @@ def parse_result(path):
     except ValueError as exc:
         raise Malformed(f"the result file is not valid JSON ({exc}); expected {{\"score\": x}} or a number")
     if not isinstance(value, dict):
-        return _score(value, "the result"), {}, [], None, None
+        return VerifierResult(_score(value, "the result"), {}, [], None, None)
     if "score" not in value:
         raise Malformed("the result has no 'score' key; expected {\"score\": <finite number>, ...}")
     score = _score(value["score"], "'score'")
@@ -73,7 +84,8 @@ def parse_result(path):
     report = value.get("report")
     if report is not None and not isinstance(report, dict):
         raise Malformed(f"'report' must be an object, got {json_kind(report)}")
-    side, dropped = {}, []
+    side: dict[str, float] = {}
+    dropped: list[str] = []
     for key, item in value.items():
         if key in RESERVED:
             continue
@@ -81,10 +93,10 @@ def parse_result(path):
             side[key] = item
         else:
             dropped.append(key)
-    return score, side, dropped, instances, _finite_report(report)
+    return VerifierResult(score, side, dropped, instances, _finite_report(report))
 
 
-def _finite_report(report):
+def _finite_report(report: Any) -> Any:
     """Replace non-finite numbers in a report block by null: the block is
     context, and one NaN in it must not cost the whole eval."""
     if isinstance(report, float) and not math.isfinite(report):
@@ -96,11 +108,12 @@ def _finite_report(report):
     return report
 
 
-def core_from_result(spec, params, final, parsed):
+def core_from_result(spec: Mapping[str, Any], params: Mapping[str, Any], final: bool,
+                     parsed: VerifierResult) -> dict[str, Any]:
     """The report core for a command verifier's accepted result."""
     score, side, dropped, instances, report = parsed
     metric = spec["metrics"][0]
-    core = {
+    core: dict[str, Any] = {
         "passed": True,
         "metrics": [{"name": metric["name"], "value": score, "direction": metric["direction"]}],
         "config": [{"name": name, "value": params[name], "primary": spec["params"][name]["primary"]}
@@ -119,7 +132,8 @@ def core_from_result(spec, params, final, parsed):
     return core
 
 
-def environment(*, python, result_path, submission_dir, solution, split, seed, hill_dir, trial):
+def environment(*, python: str, result_path: str, submission_dir: str, solution: str, split: str, seed: int | str,
+                hill_dir: str, trial: Mapping[str, Any] | None) -> dict[str, str]:
     """HILLS_* values and the same under the HILLCLIMB_* names."""
     values = {
         "PYTHON": python,
@@ -140,7 +154,7 @@ def environment(*, python, result_path, submission_dir, solution, split, seed, h
     return env
 
 
-def prepare_workdir(submission_dir, hill_dir):
+def prepare_workdir(submission_dir: str, hill_dir: str) -> None:
     """Give the submission snapshot the layout a hillclimb verifier expects:
     ./problem is the hill, ./data its data folder (when it has one)."""
     links = {"problem": hill_dir}

@@ -1,17 +1,33 @@
 """`hills eval`: pin the hill, verify its locks, snapshot the submission, run
-the evaluator under the watchdog, and sign, log and note the outcome."""
+the evaluator under the watchdog, and sign, log and note the outcome.
+
+An eval passes records, not argument rows: the frozen `EvalRequest` (what
+the user asked), the `EvalPlan` resolved from it before anything is logged,
+the one `EvalContext` the replicates run in, a `RunResult` per replicate,
+and the `Outcome` that `evaluate()` returns on every path once the attempts
+log is open."""
+
+from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
 import shutil
 import time
+import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ContextManager
 
 from . import (chain, command, locks, manifest, replicates, report as report_module, runner, sandbox, sdk,
                signing, snapshot, spaces, state, uvenv)
-from .errors import EnvironmentProblem, HillsError, NotScored, Refused, UsageError
+from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
+                     UsageError)
 from .git import lineage
+
+if TYPE_CHECKING:
+    from .hill import Hill
 
 NOTES_REF = "refs/notes/hills/reports"
 KEEP_RUNS = 20
@@ -23,24 +39,170 @@ ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM
              "NVIDIA_VISIBLE_DEVICES")
 
 
-class Request:
-    def __init__(self, hill, submission, params=(), final=False, force=False, current=False,
-                 queue=False, verbose=False, repeat=None, knobs=None):
-        self.repeat = repeat
-        # Trial values for the submission's params.json: texts from --knob,
-        # or typed values from the tuner.
-        self.knobs = knobs
-        self.hill = hill
-        self.submission = submission
-        self.param_texts = list(params)
-        self.final = final
-        self.force = force
-        self.current = current
-        self.queue = queue
-        self.verbose = verbose
+Say = Callable[[str], None]
+Spec = dict[str, Any]  # a parsed hill.yaml (manifest.py)
+Report = dict[str, Any]
+Locks = dict[str, dict[str, Any]]  # lock file name -> its entries
 
 
-def pinned_manifest(hill, tree_hash):
+def _quiet(message: str) -> None:
+    """The default `say`: an eval run as a library call says nothing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRequest:
+    """What the user asked for: score the folder `submission` against `hill`."""
+
+    hill: Hill
+    submission: str
+    param_texts: tuple[str, ...] = ()  # -p NAME=VALUE, as given
+    final: bool = False
+    force: bool = False
+    current: bool = False
+    queue: bool = False
+    verbose: bool = False
+    repeat: int | None = None  # None: hill.yaml `replicates:`
+    # Trial values for the submission's params.json: texts from --knob,
+    # or typed values from a tuner.
+    knobs: tuple[str, ...] | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "param_texts", tuple(self.param_texts))
+        if isinstance(self.knobs, Mapping):
+            object.__setattr__(self, "knobs", types.MappingProxyType(dict(self.knobs)))
+        elif self.knobs is not None:
+            object.__setattr__(self, "knobs", tuple(self.knobs))
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalPlan:
+    """What an eval will score and where it is logged, resolved before
+    anything runs: the pinned version, its manifest, the params and knob
+    values, how many replicates, and the key that signs the report."""
+
+    request: EvalRequest
+    head: str | None
+    tree_hash: str | None  # the commit's tree; None before the first commit
+    log_tree: str | None  # the version whose log takes the report; None: the working tree's
+    spec: Spec
+    params: dict[str, Any]
+    trial: dict[str, Any] | None  # knob values, when the submission declares knobs
+    knob_warning: str | None
+    repeat: int
+    official: bool
+    official_reason: str | None
+    forced: bool
+    key: bytes
+
+    @property
+    def hill(self) -> Hill:
+        return self.request.hill
+
+    @property
+    def budget(self) -> int | None:
+        """The holdout budget this eval counts against, when it is a --final one."""
+        return self.spec["final"]["budget"] if self.request.final else None
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalContext:
+    """Everything a replicate needs, built once by `build_context` when the
+    run folder holds the hill and the snapshot: the interpreter of the
+    hill's environment and the confinement of the evaluator."""
+
+    spec: Spec
+    params: dict[str, Any]
+    trial: dict[str, Any] | None
+    repeat: int
+    final: bool
+    verbose: bool
+    queue: bool
+    split: str  # HILLS_SPLIT: validation, or holdout under --final
+    run_dir: str
+    run_hill_dir: str
+    source_dir: str  # the snapshot each replicate copies
+    python: str
+    sdk_dir: str
+    wrapper: str  # $HILLS_PYTHON of command verifiers
+    confinement: sandbox.Confinement
+
+
+@dataclasses.dataclass(frozen=True)
+class Replicate:
+    """One replicate's own copy of the submission and its environment."""
+
+    seed: int
+    tag: str  # "" for a lone replicate, else "-SEED": names its logs and folders
+    submission_dir: str
+    env: Mapping[str, str]  # added to the evaluator's environment
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What one replicate's evaluator gave: the report core (None when it
+    gave none), its status and reason, and how its process ended."""
+
+    replicate: Replicate
+    process: runner.ProcessOutcome
+    status: str
+    reason: str | None = None
+    core: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitTestsResult:
+    """The frozen unit tests' verdict on a submission; `record` is what the
+    report keeps of their run (None when they could not be started)."""
+
+    status: str
+    reason: str | None
+    record: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passing"
+
+
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    """The replicates of one eval, together: the cores of those that scored,
+    the status and reason of the last, and what they cost."""
+
+    cores: tuple[dict[str, Any], ...]
+    status: str
+    reason: str | None
+    duration_s: float
+    output_dropped: int
+    unit_tests: UnitTestsResult | None  # None when they did not run
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How an eval ended, on every path once its attempts log was open:
+    the report (signed and logged) and the exit code; for an eval that was
+    not scored, the error and hint to show, and `error`, what stopped it
+    (the refusal, the interrupt or a bug in hills), for a caller to hand to
+    the error funnel once the report is out."""
+
+    report: Report
+    exit_code: int
+    message: str | None = None
+    hint: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def scored(self) -> bool:
+        """Whether the evaluator's verdict stands (passing or not): not
+        refused, interrupted or crashed."""
+        return self.error is None
+
+    @property
+    def crashed(self) -> bool:
+        """Whether a bug in hills stopped the eval (its report says buggy)."""
+        return self.exit_code == EXIT_BUG
+
+
+def pinned_manifest(hill: Hill, tree_hash: str) -> Spec:
     """The manifest at a committed tree, parsed once per hills version and
     cached as JSON (a newer hills may read more keys from the same text)."""
     cache = os.path.join(state.state_dir(hill.name, tree_hash), "manifest.json")
@@ -57,7 +219,7 @@ def pinned_manifest(hill, tree_hash):
     return spec
 
 
-def resolve_params(spec, texts):
+def resolve_params(spec: Spec, texts: Iterable[str]) -> dict[str, Any]:
     params = {name: param["default"] for name, param in spec["params"].items()}
     described = f"'hills describe {spec['name']}' lists the params with their types and bounds"
     for text in texts:
@@ -77,17 +239,17 @@ def resolve_params(spec, texts):
     return params
 
 
-def is_dirty(hill):
+def is_dirty(hill: Hill) -> list[str]:
     out = hill.repo.run("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
                         "--no-renames")
     return [record[3:] for record in out.split("\0") if record]
 
 
-def _run_id():
+def _run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
-def materialize(hill, rev, run_hill_dir):
+def materialize(hill: Hill, rev: str, run_hill_dir: str) -> None:
     """Write the files of `rev` into `run_hill_dir` (git archive, extracted)."""
     import io
     import tarfile
@@ -97,11 +259,11 @@ def materialize(hill, rev, run_hill_dir):
         # The "data" filter exists from Python 3.11.4; the archive is our own
         # git tree, which never holds links or special files, so without it
         # the extraction is the same.
-        options = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        options: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
         archive.extractall(run_hill_dir, **options)
 
 
-def pinned_tree(hill, commit_id):
+def pinned_tree(hill: Hill, commit_id: str) -> str:
     """The tree hash of a commit; commits are immutable, so it is cached."""
     cache = os.path.join(state.home(), "cache", "commit-tree", commit_id)
     tree_hash = state.sealed_read(cache)
@@ -112,7 +274,7 @@ def pinned_tree(hill, commit_id):
     return tree_hash
 
 
-def pinned_files(hill, commit_id, tree_hash):
+def pinned_files(hill: Hill, commit_id: str, tree_hash: str) -> tuple[str, Locks]:
     """A pristine copy of the tree's files and its decoded locks, made once
     per tree in machine state and sealed with the machine key: an edit of
     the copy is noticed and the copy made again. (folder, {lock: entries})."""
@@ -120,7 +282,7 @@ def pinned_files(hill, commit_id, tree_hash):
     folder = os.path.join(root, "tree")
     seal = os.path.join(root, "tree.seal.json")
 
-    def intact():
+    def intact() -> Locks | None:
         sealed = state.sealed_read(seal)
         if isinstance(sealed, dict) and os.path.isdir(folder) \
                 and sealed.get("signature") == state.folder_signature(folder):
@@ -148,14 +310,14 @@ def pinned_files(hill, commit_id, tree_hash):
     return folder, expected
 
 
-def _link_locked(hill, run_hill_dir, entries):
+def _link_locked(hill: Hill, run_hill_dir: str, entries: Iterable[str]) -> None:
     for rel in entries:
         target = os.path.join(run_hill_dir, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.symlink(os.path.join(hill.path, rel), target)
 
 
-def evaluator_env(python, extra):
+def evaluator_env(python: str, extra: Mapping[str, str]) -> dict[str, str]:
     env = {key: os.environ[key] for key in ENV_ALLOW if key in os.environ}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
@@ -164,7 +326,7 @@ def evaluator_env(python, extra):
     return env
 
 
-def prune_runs(name, keep=KEEP_RUNS):
+def prune_runs(name: str, keep: int = KEEP_RUNS) -> None:
     """Remove the oldest run folders beyond `keep`; never one still in use."""
     root = state.runs_dir(name)
     try:
@@ -187,7 +349,7 @@ def prune_runs(name, keep=KEEP_RUNS):
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def attempts_path(name, tree_hash, hill_path=None):
+def attempts_path(name: str, tree_hash: str | None, hill_path: str | None = None) -> str:
     """The attempts log of a version; the working tree's (`tree_hash` None)
     is the hill folder's own."""
     return os.path.join(state.state_dir(name, tree_hash, hill_path), "attempts.jsonl")
@@ -214,11 +376,11 @@ def final_count(name, tree_hash, key):
 class _Resource:
     """An exclusive machine resource (hill.yaml `exclusive:`), held for the eval."""
 
-    def __init__(self, name, queue, say):
+    def __init__(self, name: str | None, queue: bool, say: Say) -> None:
         self.name, self.queue, self.say = name, queue, say
-        self._ctx = None
+        self._ctx: ContextManager[bool] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> "_Resource":
         if not self.name:
             return self
         path = os.path.join(state.home(), "locks", f"resource-{self.name}.lock")
@@ -235,7 +397,7 @@ class _Resource:
         self.say(f"hills: resource '{self.name}' acquired")
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         if self._ctx is not None:
             self._ctx.__exit__(*exc)
 
@@ -250,7 +412,7 @@ exec "$HILLS_REAL_PYTHON" "$@"
 """
 
 
-def sdk_path():
+def sdk_path() -> str:
     """A folder holding a tiny `hills` package (spaces and sdk) for the
     PYTHONPATH of evaluators and submissions, whose environments do not
     install hills, and the `bin/python` wrapper of command verifiers."""
@@ -264,7 +426,8 @@ def sdk_path():
         with open(os.path.join(staging, "hills", "__init__.py"), "w", encoding="utf-8") as handle:
             handle.write('"""The part of hills that evaluators and submitted code may import."""\n')
         for module in (spaces, sdk):
-            shutil.copy2(module.__file__, os.path.join(staging, "hills", os.path.basename(module.__file__)))
+            source = str(module.__file__)
+            shutil.copy2(source, os.path.join(staging, "hills", os.path.basename(source)))
         wrapper = os.path.join(staging, "bin", "python")
         with open(wrapper, "w", encoding="utf-8") as handle:
             handle.write(PYTHON_WRAPPER)
@@ -276,7 +439,7 @@ def sdk_path():
     return root
 
 
-def _fresh(path):
+def _fresh(path: str) -> str:
     """`path` with nothing at it: an earlier evaluator process of this run
     may have left a link there, and hills, unconfined, must not write
     through it (it would write anywhere the user can)."""
@@ -287,83 +450,84 @@ def _fresh(path):
     return path
 
 
-def run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, final, verbose, extra_env, tag,
-                 confinement):
-    """Run a function-shape evaluator through the shim; (core or None, status, reason, outcome)."""
-    request = {"hill_dir": run_hill_dir, "entry": spec["evaluator"]["entry"], "submission": submission_dir,
-               "final": final, "params": params}
-    env = evaluator_env(python, extra_env)
+def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
+    """Run a function-shape evaluator through the shim."""
+    request = {"hill_dir": ctx.run_hill_dir, "entry": ctx.spec["evaluator"]["entry"], "submission": rep.submission_dir,
+               "final": ctx.final, "params": ctx.params}
+    env = evaluator_env(ctx.python, rep.env)
     # The fd number is only known once the pipe exists; the shim reads it from env.
-    argv = confinement.evaluator([python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)], run_dir)
-    outcome = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
-                         stdout_path=_fresh(os.path.join(run_dir, f"stdout{tag}.log")),
-                         stderr_path=_fresh(os.path.join(run_dir, f"stderr{tag}.log")), verbose=verbose, result_pipe=True)
-    failure = _failure(spec, outcome, run_dir)
+    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)], ctx.run_dir)
+    process = runner.run(argv, cwd=ctx.run_dir, env=env, timeout=ctx.spec["timeout"],
+                         stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
+                         stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
+                         result_pipe=True)
+    failure = _failure(ctx.spec, process)
     if failure:
-        return None, failure[0], failure[1], outcome
-    if outcome.result_overflow:
-        return None, "buggy", f"the result was larger than {runner.RESULT_CAP} bytes", outcome
-    raw = outcome.result_bytes or b""
+        return RunResult(rep, process, *failure)
+    if process.result_overflow:
+        return RunResult(rep, process, "buggy", f"the result was larger than {runner.RESULT_CAP} bytes")
+    raw = process.result_bytes or b""
     if not raw:
-        return None, "buggy", f"the evaluator produced no result ({outcome.describe_exit()}); see stderr{tag}.log in {run_dir}", outcome
+        return RunResult(rep, process, "buggy", f"the evaluator produced no result ({process.describe_exit()}); "
+                                                f"see stderr{rep.tag}.log in {ctx.run_dir}")
     try:
         message = json.loads(raw)
     except ValueError as exc:
-        return None, "buggy", f"the evaluator's result is not valid JSON: {exc}", outcome
+        return RunResult(rep, process, "buggy", f"the evaluator's result is not valid JSON: {exc}")
     if not message.get("ok"):
-        return None, "buggy", f"eval() raised {message.get('error', 'an error')}", outcome
+        return RunResult(rep, process, "buggy", f"eval() raised {message.get('error', 'an error')}")
     try:
-        core = report_module.normalize_core(message.get("value"), spec["metrics"])
+        core = report_module.normalize_core(message.get("value"), ctx.spec["metrics"])
     except report_module.Malformed as exc:
-        return None, "buggy", f"malformed result: {exc}", outcome
-    status = "passing" if core["passed"] else "failing"
-    return core, status, None if core["passed"] else core["details"].get("reason"), outcome
+        return RunResult(rep, process, "buggy", f"malformed result: {exc}")
+    if core["passed"]:
+        return RunResult(rep, process, "passing", None, core)
+    return RunResult(rep, process, "failing", core["details"].get("reason"), core)
 
 
-def _failure(spec, outcome, run_dir):
+def _failure(spec: Spec, process: runner.ProcessOutcome) -> tuple[str, str] | None:
     """(status, reason) when the process was interrupted or timed out."""
-    if outcome.interrupted:
-        if outcome.stop_signal in (None, "SIGINT"):
+    if process.interrupted:
+        if process.stop_signal in (None, "SIGINT"):
             return "interrupted", "interrupted by the user (Ctrl-C)"
-        return "interrupted", f"interrupted by {outcome.stop_signal}"
-    if outcome.timed_out:
+        return "interrupted", f"interrupted by {process.stop_signal}"
+    if process.timed_out:
         return "buggy", f"timed out after {spec['timeout']}s (watchdog); the evaluator's processes were killed"
     return None
 
 
-def run_command(spec, python, run_dir, submission_dir, params, final, verbose, extra_env, tag, confinement,
-                wrapper):
-    """Run a command-shape verifier; (core or None, status, reason, outcome)."""
-    result_path = _fresh(os.path.join(run_dir, f"result{tag}.json"))  # only this run's verifier may write it
-    env = evaluator_env(python, extra_env)
-    env.update(command.environment(python=wrapper, result_path=result_path, submission_dir=submission_dir,
-                                   solution=os.path.join(submission_dir, "solution.py"),
-                                   split="holdout" if final else "validation",
-                                   seed=extra_env["HILLS_REPLICATE_SEED"], hill_dir=os.path.join(run_dir, "hill"),
-                                   trial=json.loads(extra_env["HILLS_PARAMS"]) if "HILLS_PARAMS" in extra_env else None))
+def run_command(ctx: EvalContext, rep: Replicate) -> RunResult:
+    """Run a command-shape verifier."""
+    run_dir, submission_dir = ctx.run_dir, rep.submission_dir
+    result_path = _fresh(os.path.join(run_dir, f"result{rep.tag}.json"))  # only this run's verifier may write it
+    env = evaluator_env(ctx.python, rep.env)
+    env.update(command.environment(python=ctx.wrapper, result_path=result_path, submission_dir=submission_dir,
+                                   solution=os.path.join(submission_dir, "solution.py"), split=ctx.split,
+                                   seed=rep.seed, hill_dir=ctx.run_hill_dir, trial=ctx.trial))
     # An argument naming a file of the hill is the hill's copy, whatever the
     # submission holds under the same name (it cannot shadow the verifier).
-    hill_dir = os.path.join(run_dir, "hill")
+    hill_dir = ctx.run_hill_dir
     argv = [os.path.join(hill_dir, part) if not os.path.isabs(part) and not part.startswith("-")
-            and os.path.isfile(os.path.join(hill_dir, part)) else part for part in spec["evaluator"]["entry"]]
-    env["HILLS_REAL_PYTHON"] = python
-    outcome = runner.run(confinement.evaluator(argv, submission_dir), cwd=submission_dir, env=env, timeout=spec["timeout"],
-                         stdout_path=_fresh(os.path.join(run_dir, f"stdout{tag}.log")),
-                         stderr_path=_fresh(os.path.join(run_dir, f"stderr{tag}.log")), verbose=verbose)
-    failure = _failure(spec, outcome, run_dir)
+            and os.path.isfile(os.path.join(hill_dir, part)) else part for part in ctx.spec["evaluator"]["entry"]]
+    env["HILLS_REAL_PYTHON"] = ctx.python
+    process = runner.run(ctx.confinement.evaluator(argv, submission_dir), cwd=submission_dir, env=env,
+                         timeout=ctx.spec["timeout"], stdout_path=_fresh(os.path.join(run_dir, f"stdout{rep.tag}.log")),
+                         stderr_path=_fresh(os.path.join(run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose)
+    failure = _failure(ctx.spec, process)
     if failure:
-        return None, failure[0], failure[1], outcome
-    if outcome.exit_code != 0:
-        said = _last_line(os.path.join(run_dir, f"stderr{tag}.log")) or "the candidate is buggy"
-        return None, "buggy", f"the verifier failed ({outcome.describe_exit()}): {said}; see stderr{tag}.log in {run_dir}", outcome
+        return RunResult(rep, process, *failure)
+    if process.exit_code != 0:
+        said = _last_line(os.path.join(run_dir, f"stderr{rep.tag}.log")) or "the candidate is buggy"
+        return RunResult(rep, process, "buggy", f"the verifier failed ({process.describe_exit()}): {said}; "
+                                                f"see stderr{rep.tag}.log in {run_dir}")
     try:
         parsed = command.parse_result(result_path)
     except report_module.Malformed as exc:
-        return None, "buggy", f"malformed result: {exc}", outcome
-    return command.core_from_result(spec, params, final, parsed), "passing", None, outcome
+        return RunResult(rep, process, "buggy", f"malformed result: {exc}")
+    return RunResult(rep, process, "passing", None, command.core_from_result(ctx.spec, ctx.params, ctx.final, parsed))
 
 
-def _last_line(log_path, limit=300):
+def _last_line(log_path: str, limit: int = 300) -> str | None:
     """The last line a failed verifier wrote to stderr, without its `error: `
     prefix: the reason it gives for failing (a traceback ends with one too)."""
     try:
@@ -379,36 +543,39 @@ def _last_line(log_path, limit=300):
     return last if len(last) <= limit else last[:limit] + "…"
 
 
-def run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir, extra_env, verbose, confinement, tag):
-    """Run the frozen unit tests against the submission: (ok, status, reason, record)."""
-    tests_dir = os.path.join(run_hill_dir, spec["unit_tests"]["path"])
+def run_unit_tests(ctx: EvalContext, rep: Replicate) -> UnitTestsResult:
+    """Run the frozen unit tests against the submission."""
+    spec, run_dir, submission_dir = ctx.spec, ctx.run_dir, rep.submission_dir
+    tests_dir = os.path.join(ctx.run_hill_dir, spec["unit_tests"]["path"])
     if not os.path.isdir(tests_dir):
-        return False, "buggy", f"the frozen unit tests folder '{spec['unit_tests']['path']}' is missing from the hill", None
-    values = {"python": python, "solution": os.path.join(submission_dir, "solution.py"), "tests": tests_dir,
+        return UnitTestsResult("buggy", f"the frozen unit tests folder '{spec['unit_tests']['path']}' is missing "
+                                        "from the hill", None)
+    values = {"python": ctx.python, "solution": os.path.join(submission_dir, "solution.py"), "tests": tests_dir,
               "submission": submission_dir}
     try:
         argv = [part.format(**values) for part in spec["unit_tests"]["command"]]
     except (KeyError, IndexError, ValueError) as exc:
-        return False, "buggy", f"unit_tests.command has a bad placeholder: {exc}", None
-    env = evaluator_env(python, extra_env)
+        return UnitTestsResult("buggy", f"unit_tests.command has a bad placeholder: {exc}", None)
+    env = evaluator_env(ctx.python, rep.env)
     # The tests run the submitted code: they get its confinement, plus their own folder.
-    config = confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, f"scratch-tests{tag}")),
-                                           readable=[tests_dir])
+    config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, f"scratch-tests{rep.tag}")),
+                                               readable=[tests_dir])
     argv = config["prefix"] + argv
-    outcome = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
+    process = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
                          stdout_path=_fresh(os.path.join(run_dir, "unit_tests.log")),
-                         stderr_path=_fresh(os.path.join(run_dir, "unit_tests.err.log")), verbose=verbose)
-    record = {"passed": outcome.exit_code == 0 and not outcome.timed_out and not outcome.interrupted,
-              "exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
-    failure = _failure(spec, outcome, run_dir)
+                         stderr_path=_fresh(os.path.join(run_dir, "unit_tests.err.log")), verbose=ctx.verbose)
+    record = {"passed": process.exit_code == 0 and not process.timed_out and not process.interrupted,
+              "exit_code": process.exit_code, "duration_s": round(process.duration_s, 3)}
+    failure = _failure(spec, process)
     if failure:
-        return False, failure[0], "unit tests: " + failure[1], record
-    if outcome.exit_code != 0:
-        return False, "failing", f"the frozen unit tests failed ({outcome.describe_exit()}); see unit_tests.log in {run_dir}", record
-    return True, "passing", None, record
+        return UnitTestsResult(failure[0], "unit tests: " + failure[1], record)
+    if process.exit_code != 0:
+        return UnitTestsResult("failing", f"the frozen unit tests failed ({process.describe_exit()}); "
+                                          f"see unit_tests.log in {run_dir}", record)
+    return UnitTestsResult("passing", None, record)
 
 
-def resolve_knobs(req):
+def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
     """(declaration, trial values or None, warning) for the submission's params.json."""
     declaration, warning = spaces.load(req.submission) if os.path.isdir(req.submission) else (None, None)
     given = req.knobs
@@ -420,10 +587,10 @@ def resolve_knobs(req):
                          hint="declare each knob in the submission's params.json (its format is in "
                               "'man hills-tune'), or drop -k")
     values = dict(spaces.defaults(declaration))
-    if isinstance(given, dict):
-        items = given.items()
+    items: list[tuple[str, Any]] = []
+    if isinstance(given, Mapping):
+        items = list(given.items())
     else:
-        items = []
         for text in given:
             if "=" not in text:
                 raise UsageError(f"--knob '{text}': expected NAME=VALUE",
@@ -454,236 +621,321 @@ _SHIM_BOOT = ("import json,os,runpy,sys;"
               "sys.argv=[sys.argv[1],'eval',json.dumps(r)];runpy.run_path(sys.argv[0],run_name='__main__')")
 
 
-def evaluate(req, say=lambda message: None):
-    """Run one evaluation; return the signed report (every outcome is logged)."""
+def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
+    """Run one evaluation. A refusal before the attempts log is opened (bad
+    usage, a hill that allows no score) raises HillsError; from then on
+    every path (scored, refused, interrupted, crashed) is logged and
+    returned as the Outcome."""
+    plan = resolve(req)
+    run_dir = _open_run(plan)
+    envelope = _envelope(plan, os.path.basename(run_dir))
+    with _budget_lock(plan), state.file_lock(os.path.join(run_dir, ".in-use")):
+        _guard_budget(plan, run_dir)
+        outcome = _run_logged(plan, run_dir, envelope, say)
+    if outcome.scored:
+        prune_runs(req.hill.name)
+    return outcome
+
+
+def resolve(req: EvalRequest) -> EvalPlan:
+    """Pin the version the request scores and check what it asks (DESIGN
+    section 6, step 1); every refusal here raises, before anything is logged."""
     hill = req.hill
     head = hill.repo.head()
     if req.current and req.force:
         raise UsageError("--current and --force cannot be combined")
     if head is None and not req.current:
         raise NotScored(f"hill '{hill.name}' has no commits yet",
-                      hint=f"freeze it first: hills commit {hill.name} -m MESSAGE, "
-                           "or try the working tree unofficially with --current")
+                        hint=f"freeze it first: hills commit {hill.name} -m MESSAGE, "
+                             "or try the working tree unofficially with --current")
     # --current scores the working tree, so it works before the first commit too.
     tree_hash = pinned_tree(hill, head) if head else None
-    official, official_reason, forced = True, None, False
-    changed = [] if req.current else is_dirty(hill)
-    if req.current:
-        official, official_reason = False, "scored the working tree (--current), not a committed version"
-    else:
-        from . import pin
-
-        official, official_reason = pin.official_status(hill, tree_hash)
-    if changed and not req.current:
-        if not req.force:
-            raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
-                          + (", ..." if len(changed) > 3 else "") + ")",
-                          hint="commit them, pass --force to score the last commit anyway, "
-                               "or --current to try the working tree unofficially")
-        forced = True
+    official, official_reason, forced = _official(req, tree_hash)
     if req.current:
         spec = manifest.load(hill.path)
     else:
+        assert tree_hash is not None  # a hill without commits was refused above
         spec = pinned_manifest(hill, tree_hash)
     params = resolve_params(spec, req.param_texts)
     if not os.path.isdir(req.submission):
-        raise UsageError(f"submission '{req.submission}' is not a folder", hint="a submission is a folder; pass its path")
+        raise UsageError(f"submission '{req.submission}' is not a folder",
+                         hint="a submission is a folder; pass its path")
     repeat = req.repeat if req.repeat is not None else spec["replicates"]
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UsageError(f"--repeat expects an integer >= 1, got {repeat}")
-    declaration, trial, knob_warning = resolve_knobs(req)
+    _, trial, knob_warning = resolve_knobs(req)
     key = state.load_key()
-    log_tree = None if req.current else tree_hash
-    budget_lock = contextlib.nullcontext()
-    if req.final and spec["final"]["budget"] is not None:
-        if req.current:
-            raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
-                            "--final needs a committed version, not --current",
-                            hint=f"commit the hill (hills commit {hill.name} -m MESSAGE) and drop --current")
-        # Held from the count to the log line, so concurrent --final evals cannot overspend.
-        budget_lock = state.file_lock(os.path.join(state.state_dir(hill.name, tree_hash), "final.lock"))
+    if req.final and spec["final"]["budget"] is not None and req.current:
+        raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
+                        "--final needs a committed version, not --current",
+                        hint=f"commit the hill (hills commit {hill.name} -m MESSAGE) and drop --current")
+    return EvalPlan(request=req, head=head, tree_hash=tree_hash, log_tree=None if req.current else tree_hash,
+                    spec=spec, params=params, trial=trial, knob_warning=knob_warning, repeat=repeat,
+                    official=official, official_reason=official_reason, forced=forced, key=key)
 
-    # A log that cannot take the outcome refuses before the evaluator runs.
+
+def _official(req: EvalRequest, tree_hash: str | None) -> tuple[bool, str | None, bool]:
+    """(official, why not, forced): whether the report will be official, and
+    whether it scores HEAD of a dirty hill (--force); a dirty hill without
+    --force or --current is refused."""
+    hill = req.hill
+    if req.current:
+        return False, "scored the working tree (--current), not a committed version", False
+    assert tree_hash is not None  # resolve() refused a hill without commits
+    changed = is_dirty(hill)
+    from . import pin
+
+    official, official_reason = pin.official_status(hill, tree_hash)
+    if changed and not req.force:
+        raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
+                        + (", ..." if len(changed) > 3 else "") + ")",
+                        hint="commit them, pass --force to score the last commit anyway, "
+                             "or --current to try the working tree unofficially")
+    return official, official_reason, bool(changed)
+
+
+def _open_run(plan: EvalPlan) -> str:
+    """Make the run folder, once the attempts log is known to take the
+    outcome: a log that cannot refuses before the evaluator runs."""
+    hill = plan.hill
     try:
-        chain.check_appendable(attempts_path(hill.name, log_tree, hill.path), key)
+        chain.check_appendable(attempts_path(hill.name, plan.log_tree, hill.path), plan.key)
     except Refused as exc:
         raise NotScored(exc.message, hint=exc.hint or f"see 'hills attempts {hill.name}'") from None
-    run_id = _run_id()
-    run_dir = os.path.join(state.runs_dir(hill.name), run_id)
+    run_dir = os.path.join(state.runs_dir(hill.name), _run_id())
     os.makedirs(run_dir)
+    return run_dir
+
+
+def _envelope(plan: EvalPlan, run_id: str) -> Report:
+    """The report as it stands before the evaluator runs: buggy until a
+    replicate says otherwise."""
+    req, current = plan.request, plan.request.current
     envelope = {
-        "hill": hill.name, "tree_hash": None if req.current else tree_hash, "commit": None if req.current else head,
-        "submission_hash": None, "submission_git": None, "passed": False, "status": "buggy", "reason": None,
-        "config": [], "metrics": [], "details": {}, "params": params, "final": bool(req.final),
-        "official": official, "official_reason": official_reason, "forced": forced, "trust": "evaluator",
-        "tool": report_module.tool_identity(), "timestamp": report_module.timestamp(),
-        "report_version": report_module.REPORT_VERSION, "run_id": run_id, "replicates": 0,
+        "hill": plan.hill.name, "tree_hash": None if current else plan.tree_hash,
+        "commit": None if current else plan.head, "submission_hash": None, "submission_git": None, "passed": False,
+        "status": "buggy", "reason": None, "config": [], "metrics": [], "details": {}, "params": plan.params,
+        "final": bool(req.final), "official": plan.official, "official_reason": plan.official_reason,
+        "forced": plan.forced, "trust": "evaluator", "tool": report_module.tool_identity(),
+        "timestamp": report_module.timestamp(), "report_version": report_module.REPORT_VERSION, "run_id": run_id,
+        "replicates": 0,
     }
-    if trial is not None:
-        envelope["trial"] = trial
-    if knob_warning:
-        envelope["warnings"] = [knob_warning]
-    with budget_lock, state.file_lock(os.path.join(run_dir, ".in-use")):
-        if req.final and spec["final"]["budget"] is not None:
-            used = final_count(hill.name, tree_hash, key)
-            if used >= spec["final"]["budget"]:
-                shutil.rmtree(run_dir, ignore_errors=True)
-                raise NotScored(f"the holdout budget of hill '{hill.name}' is spent: {used} of "
-                                f"{spec['final']['budget']} --final evals used for tree {tree_hash[:12]}",
-                                hint="evals without --final still score on the validation split; "
-                                     "a new committed version starts a new budget")
-        try:
-            # A full disk or a read-only folder is the machine's problem, named, not a bug in hills.
-            with state.write_errors_as_problems(run_dir):
-                _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say)
-        except HillsError as exc:
-            # Refusals and environment failures are attempts too: logged, then reported.
-            envelope.update(status="refused", passed=False, reason=exc.message)
-            _finish(hill, head, log_tree, envelope, key)
-            exc.report = envelope  # the caller still prints it: refusals are reports too
-            raise
-        except KeyboardInterrupt:
-            if envelope["status"] != "interrupted":  # else the runner already said which signal
-                envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
-            _finish(hill, head, log_tree, envelope, key)
-            interrupt = KeyboardInterrupt(envelope["reason"])
-            interrupt.report = envelope  # printed by the caller like any other outcome
-            raise interrupt
-        except Exception as exc:
-            # A bug in hills still leaves its trace in the log: no survivorship.
-            envelope.update(status="buggy", passed=False,
-                            reason=f"internal error in hills: {type(exc).__name__}: {exc}")
-            _finish(hill, head, log_tree, envelope, key)
-            raise
-        _finish(hill, head, log_tree, envelope, key)
-    prune_runs(hill.name)
+    if plan.trial is not None:
+        envelope["trial"] = plan.trial
+    if plan.knob_warning:
+        envelope["warnings"] = [plan.knob_warning]
     return envelope
 
 
-def _pipeline(req, hill, spec, head, tree_hash, params, trial, repeat, run_dir, envelope, say):
-    cache = locks.StatCache(hill.path)
-    expected = {}
-    if not req.current:
-        pristine, expected = pinned_files(hill, head, tree_hash)
-        try:
-            for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-                locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
-        except Refused as exc:
-            # Drift found before the run is the hill's, not the submission's:
-            # no candidate can be scored until the data is restored.
-            raise NotScored(exc.message, hint=exc.hint) from None
-        finally:
-            cache.save()
-    run_hill_dir = os.path.join(run_dir, "hill")
-    if req.current:
+def _budget_lock(plan: EvalPlan) -> ContextManager[object]:
+    """Held from the count to the log line, so concurrent --final evals
+    cannot overspend the holdout budget."""
+    if plan.budget is None:
+        return contextlib.nullcontext()
+    return state.file_lock(os.path.join(state.state_dir(plan.hill.name, plan.tree_hash), "final.lock"))
+
+
+def _guard_budget(plan: EvalPlan, run_dir: str) -> None:
+    """Refuse a --final eval whose version has spent its holdout budget;
+    nothing is logged for it (a refusal does not count)."""
+    if plan.budget is None:
+        return
+    assert plan.tree_hash is not None  # resolve() refused --final --current under a budget
+    used = final_count(plan.hill.name, plan.tree_hash, plan.key)
+    if used >= plan.budget:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise NotScored(f"the holdout budget of hill '{plan.hill.name}' is spent: {used} of "
+                        f"{plan.budget} --final evals used for tree {plan.tree_hash[:12]}",
+                        hint="evals without --final still score on the validation split; "
+                             "a new committed version starts a new budget")
+
+
+def _run_logged(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> Outcome:
+    """Run the pipeline and log its report, whatever happens: refusals,
+    interrupts and bugs in hills are attempts too (no survivorship)."""
+    try:
+        # A full disk or a read-only folder is the machine's problem, named, not a bug in hills.
+        with state.write_errors_as_problems(run_dir):
+            _pipeline(plan, run_dir, envelope, say)
+    except HillsError as exc:
+        envelope.update(status="refused", passed=False, reason=exc.message)
+        _finish(plan, envelope)
+        return Outcome(envelope, exc.exit_code, exc.message, exc.hint, exc)
+    except KeyboardInterrupt:
+        if envelope["status"] != "interrupted":  # else the runner already said which signal
+            envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
+        return _interrupted(plan, envelope)
+    except Exception as exc:
+        message = f"internal error in hills: {type(exc).__name__}: {exc}"
+        envelope.update(status="buggy", passed=False, reason=message)
+        _finish(plan, envelope)
+        return Outcome(envelope, EXIT_BUG, message, error=exc)
+    if envelope["status"] == "interrupted":  # the runner said which signal stopped it
+        return _interrupted(plan, envelope)
+    _finish(plan, envelope)
+    return Outcome(envelope, EXIT_OK if envelope["status"] == "passing" else EXIT_NO)
+
+
+def _interrupted(plan: EvalPlan, envelope: Report) -> Outcome:
+    """Log an interrupted eval; its outcome exits 130 like any interrupt."""
+    _finish(plan, envelope)
+    return Outcome(envelope, EXIT_INTERRUPTED, "interrupted", error=KeyboardInterrupt(envelope["reason"]))
+
+
+def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
+    """DESIGN section 6, steps 2 to 5: verify the locks, fill the run folder,
+    run the replicates, and record them in `envelope`."""
+    req = plan.request
+    cache = locks.StatCache(plan.hill.path)
+    expected = _prepare_hill(plan, os.path.join(run_dir, "hill"), cache)
+    envelope["submission_git"] = lineage(req.submission)
+    envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
+    ctx = build_context(plan, run_dir, expected, say)
+    runs = _run_replicates(ctx, say)
+    if runs.unit_tests is not None:
+        envelope["unit_tests"] = runs.unit_tests.record
+    envelope["duration_s"] = round(runs.duration_s, 3)
+    if runs.output_dropped:
+        envelope["output_dropped_bytes"] = runs.output_dropped
+    if runs.cores:
+        envelope.update(replicates.aggregate(list(runs.cores)))
+    envelope["replicates"] = len(runs.cores)
+    # How the evaluator was confined: recorded, never a reason to compare apart.
+    envelope["config"] = [c for c in envelope["config"] if c.get("name") != "isolation"] + [
+        {"name": "isolation", "value": ctx.confinement.level, "primary": False}]
+    envelope.update(status=runs.status, passed=runs.status == "passing", reason=runs.reason)
+    if runs.status != "interrupted" and not req.current:
+        _check_locks(plan.hill, expected, cache)
+
+
+def _check_locks(hill: Hill, expected: Locks, cache: locks.StatCache) -> None:
+    """Verify the hill's private data and public blobs against their locks."""
+    try:
+        for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+            locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
+    finally:
+        cache.save()
+
+
+def _prepare_hill(plan: EvalPlan, run_hill_dir: str, cache: locks.StatCache) -> Locks:
+    """Write the hill into the run folder: the pinned tree, its private
+    data and locked blobs linked once verified, or under --current the
+    working tree. Returns the lock entries the data must still match."""
+    hill = plan.hill
+    if plan.request.current:
         state.copy_tree(hill.path, run_hill_dir, symlinks=True,
                         ignore=shutil.ignore_patterns(".vc", "private", "__pycache__"))
         if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
+        return {}
+    assert plan.head is not None and plan.tree_hash is not None  # resolve() refused an uncommitted hill
+    pristine, expected = pinned_files(hill, plan.head, plan.tree_hash)
+    try:
+        _check_locks(hill, expected, cache)
+    except Refused as exc:
+        # Drift found before the run is the hill's, not the submission's:
+        # no candidate can be scored until the data is restored.
+        raise NotScored(exc.message, hint=exc.hint) from None
+    state.copy_tree(pristine, run_hill_dir)
+    if expected[locks.PRIVATE_LOCK]:
+        os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
+    _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
+    return expected
+
+
+def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> EvalContext:
+    """The one EvalContext of an eval whose run folder holds the hill and
+    the snapshot: the hill environment's interpreter (made once per
+    version) and the evaluator's confinement."""
+    req, hill, spec = plan.request, plan.hill, plan.spec
+    run_hill_dir = os.path.join(run_dir, "hill")
+    if req.current:
+        env_key = "work-" + uvenv.env_digest(hill.path)
     else:
-        state.copy_tree(pristine, run_hill_dir)
-        if expected[locks.PRIVATE_LOCK]:
-            os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
-        _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
-    source_dir = os.path.join(run_dir, "source")
-    envelope["submission_git"] = lineage(req.submission)
-    envelope["submission_hash"] = snapshot.snapshot(req.submission, source_dir)
-    env_key = tree_hash if not req.current else "work-" + uvenv.env_digest(hill.path)
+        assert plan.tree_hash is not None  # resolve() refused a hill without commits
+        env_key = plan.tree_hash
     python = uvenv.ensure(hill.name, env_key, run_hill_dir, say=say)
-    shape = spec["evaluator"]["shape"]
-    split = "holdout" if req.final else "validation"
     sdk_dir = sdk_path()
     level = sandbox.level_for(spec)
+    public = [os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})]
     confinement = sandbox.Confinement(level, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,
                                       hill_dir=hill.path, env_dir=os.path.dirname(os.path.dirname(python)),
-                                      sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"],
-                                      public=[os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})],
+                                      sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"], public=public,
                                       elsewhere=sandbox.private_elsewhere(hill.path)
                                       if level == sandbox.LEVEL_BWRAP else ())
-    wrapper = os.path.join(sdk_dir, "bin", "python")
+    return EvalContext(spec=spec, params=plan.params, trial=plan.trial, repeat=plan.repeat, final=req.final,
+                       verbose=req.verbose, queue=req.queue, split="holdout" if req.final else "validation",
+                       run_dir=run_dir, run_hill_dir=run_hill_dir, source_dir=os.path.join(run_dir, "source"),
+                       python=python, sdk_dir=sdk_dir, wrapper=os.path.join(sdk_dir, "bin", "python"),
+                       confinement=confinement)
 
-    def replicate(seed):
-        """One replicate on a fresh copy of the snapshot: (core, status, reason,
-        outcome, submission folder, extra environment, log tag)."""
-        tag = "" if repeat == 1 else f"-{seed}"
-        submission_dir = _fresh(os.path.join(run_dir, "submission" + tag))
-        state.copy_tree(source_dir, submission_dir, symlinks=True)
-        config = confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, "scratch" + tag)))
-        extra = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": split, "HILLS_REPLICATE_SEED": str(seed),
-                 "PYTHONPATH": sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
-        if trial is not None:
-            extra["HILLS_PARAMS"] = json.dumps(trial, sort_keys=True)
-        if shape == "function":
-            return run_function(spec, python, run_dir, run_hill_dir, submission_dir, params, req.final,
-                                req.verbose, extra, tag, confinement) + (submission_dir, extra, tag)
+
+def _run_replicates(ctx: EvalContext, say: Say) -> Runs:
+    """Run the replicates, seeds 0..N-1, and the frozen unit tests after the
+    first; stop at the first that does not pass."""
+    cores: list[dict[str, Any]] = []
+    duration, dropped, tests = 0.0, 0, None
+    status, reason = "passing", None
+    with _Resource(ctx.spec["exclusive"], ctx.queue, say):
+        for seed in range(ctx.repeat):
+            rep = _replicate(ctx, seed)
+            run = run_function(ctx, rep) if ctx.spec["evaluator"]["shape"] == "function" else run_command(ctx, rep)
+            duration += run.process.duration_s
+            dropped += run.process.output_dropped
+            status, reason = run.status, run.reason
+            if status in ("interrupted", "buggy"):
+                break
+            assert run.core is not None  # a replicate that passed or failed was scored
+            cores.append(run.core)
+            if seed == 0 and ctx.spec["unit_tests"] and status == "passing":
+                tests = run_unit_tests(ctx, rep)
+                status, reason = tests.status, tests.reason
+            if status != "passing":
+                break
+    return Runs(tuple(cores), status, reason, duration, dropped, tests)
+
+
+def _replicate(ctx: EvalContext, seed: int) -> Replicate:
+    """A fresh copy of the snapshot for replicate `seed`, and its environment."""
+    tag = "" if ctx.repeat == 1 else f"-{seed}"
+    submission_dir = _fresh(os.path.join(ctx.run_dir, "submission" + tag))
+    state.copy_tree(ctx.source_dir, submission_dir, symlinks=True)
+    config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(ctx.run_dir, "scratch" + tag)))
+    env = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": ctx.split, "HILLS_REPLICATE_SEED": str(seed),
+           "PYTHONPATH": ctx.sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
+    if ctx.trial is not None:
+        env["HILLS_PARAMS"] = json.dumps(ctx.trial, sort_keys=True)
+    if ctx.spec["evaluator"]["shape"] != "function":
         try:
-            command.prepare_workdir(submission_dir, run_hill_dir)
+            command.prepare_workdir(submission_dir, ctx.run_hill_dir)
         except report_module.Malformed as exc:
             raise Refused(str(exc))
         # The solution may rewrite its own folder, but hills.sdk puts back
         # the links that the verifier's later steps go through.
         config["links"] = {name: os.readlink(os.path.join(submission_dir, name)) for name in ("problem", "data")
                            if os.path.islink(os.path.join(submission_dir, name))}
-        extra["HILLS_SUBMISSION_SANDBOX"] = json.dumps(config)
-        return run_command(spec, python, run_dir, submission_dir, params, req.final, req.verbose,
-                           extra, tag, confinement, wrapper) + (submission_dir, extra, tag)
-
-    resource = _Resource(spec["exclusive"], req.queue, say)
-    cores, duration, dropped = [], 0.0, 0
-    status, reason = "passing", None
-    with resource:
-        for seed in range(repeat):
-            core, status, reason, outcome, submission_dir, extra, tag = replicate(seed)
-            duration += outcome.duration_s
-            dropped += outcome.output_dropped
-            if status in ("interrupted", "buggy"):
-                break
-            cores.append(core)
-            if seed == 0 and spec["unit_tests"] and status == "passing":
-                ok, status, reason, record = run_unit_tests(spec, python, run_dir, run_hill_dir, submission_dir,
-                                                            extra, req.verbose, confinement, tag)
-                envelope["unit_tests"] = record
-                if not ok:
-                    break
-            if status != "passing":
-                break
-    envelope["duration_s"] = round(duration, 3)
-    if dropped:
-        envelope["output_dropped_bytes"] = dropped
-    if cores:
-        envelope.update(replicates.aggregate(cores))
-    envelope["replicates"] = len(cores)
-    # How the evaluator was confined: recorded, never a reason to compare apart.
-    envelope["config"] = [c for c in envelope["config"] if c.get("name") != "isolation"] + [
-        {"name": "isolation", "value": level, "primary": False}]
-    envelope.update(status=status, passed=status == "passing", reason=reason)
-    if status == "interrupted":
-        raise KeyboardInterrupt
-    if not req.current:
-        try:
-            for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-                locks.verify_disk(hill.path, lock_name, expected[lock_name], cache)
-        finally:
-            cache.save()
+        env["HILLS_SUBMISSION_SANDBOX"] = json.dumps(config)
+    return Replicate(seed, tag, submission_dir, env)
 
 
-def _finish(hill, head, log_tree, envelope, key):
+def _finish(plan: EvalPlan, envelope: Report) -> None:
     """Sign, append to the attempts log, and note official reports."""
+    hill = plan.hill
     envelope.pop("signature", None)
     # Names from the submission and text from the evaluator may hold lone
     # surrogates; the report is UTF-8, so they become visible escapes.
     cleaned = signing.clean_text(envelope)
     envelope.clear()
     envelope.update(cleaned)
-    envelope["signature"] = signing.sign(envelope, key)
-    path = attempts_path(hill.name, log_tree, hill.path)
-    entry = chain.append(path, {"report": envelope}, key)
+    envelope["signature"] = signing.sign(envelope, plan.key)
+    path = attempts_path(hill.name, plan.log_tree, hill.path)
+    entry = chain.append(path, {"report": envelope}, plan.key)
     run_dir = os.path.join(state.runs_dir(hill.name), envelope["run_id"])
     if os.path.isdir(run_dir):
         state.atomic_write(os.path.join(run_dir, "report.json"), json.dumps(envelope, indent=2) + "\n")
-    if envelope["official"] and head:
+    if envelope["official"] and plan.head:
         note = json.dumps({"report": envelope, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
                           sort_keys=True, separators=(",", ":"))
         with state.file_lock(os.path.join(hill.repo.git_dir, "hills-notes.lock")):
             # Through stdin: a report can be far larger than one argument may be.
-            hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "--file=-", head, input=note)
+            hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "--file=-", plan.head, input=note)

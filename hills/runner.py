@@ -1,6 +1,7 @@
 """Running an evaluator process: its own session, a watchdog, bounded output
 files, and nothing it spawned left alive afterwards."""
 
+import dataclasses
 import os
 import select
 import signal
@@ -8,14 +9,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import FrameType
+from typing import Any, Protocol, TextIO
 
 OUTPUT_CAP = 8 * 1024 * 1024
 RESULT_CAP = 64 * 1024 * 1024
 _PR_SET_CHILD_SUBREAPER = 36
-_subreaper = None
+_subreaper: bool | None = None
 
 
-def become_subreaper():
+def become_subreaper() -> bool:
     """Orphans of the evaluator (a double fork, a setsid daemon) are re-parented
     to this process instead of init, so they can be found and killed."""
     global _subreaper
@@ -30,8 +34,8 @@ def become_subreaper():
     return _subreaper
 
 
-def _children():
-    pids = set()
+def _children() -> set[int]:
+    pids: set[int] = set()
     task_root = f"/proc/{os.getpid()}/task"
     try:
         tasks = os.listdir(task_root)
@@ -46,7 +50,7 @@ def _children():
     return pids
 
 
-def _descendants(root_pids):
+def _descendants(root_pids: Iterable[int]) -> set[int]:
     found, frontier = set(), list(root_pids)
     while frontier:
         pid = frontier.pop()
@@ -62,7 +66,7 @@ def _descendants(root_pids):
     return found
 
 
-def reap_everything(keep=frozenset()):
+def reap_everything(keep: frozenset[int] = frozenset()) -> int:
     """Kill every descendant of this process except the children in `keep`
     (those it had before the run) and their own trees; return how many.
 
@@ -97,16 +101,24 @@ def reap_everything(keep=frozenset()):
     return killed
 
 
+class _Echo(Protocol):
+    """Where -v streams the evaluator's output: something taking bytes."""
+
+    def write(self, chunk: bytes) -> object: ...
+
+    def flush(self) -> object: ...
+
+
 class _Pump(threading.Thread):
     """Copy a pipe into a file up to a cap, optionally echoing to a stream."""
 
-    def __init__(self, pipe, path, cap, echo=None):
+    def __init__(self, pipe: int, path: str, cap: int, echo: _Echo | None = None) -> None:
         super().__init__(daemon=True)
         self.pipe, self.path, self.cap, self.echo = pipe, path, cap, echo
         self.written = 0
         self.dropped = 0
 
-    def run(self):
+    def run(self) -> None:
         with open(self.path, "wb") as out:
             while True:
                 chunk = os.read(self.pipe, 65536)
@@ -126,17 +138,17 @@ class _Pump(threading.Thread):
 
 
 class _TextEcho:
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
-    def write(self, chunk):
+    def write(self, chunk: bytes) -> None:
         self.stream.write(chunk.decode("utf-8", "replace"))
 
-    def flush(self):
+    def flush(self) -> None:
         self.stream.flush()
 
 
-def _echo_stream():
+def _echo_stream() -> _Echo:
     """Where -v streams output: stderr's bytes, or its text when it has no
     byte buffer (a notebook, a caller that redirected sys.stderr)."""
     buffer = getattr(sys.stderr, "buffer", None)
@@ -144,13 +156,13 @@ def _echo_stream():
 
 
 class _ResultReader(threading.Thread):
-    def __init__(self, fd, cap):
+    def __init__(self, fd: int, cap: int) -> None:
         super().__init__(daemon=True)
         self.fd, self.cap = fd, cap
         self.data = bytearray()
         self.overflow = False
 
-    def run(self):
+    def run(self) -> None:
         while True:
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
@@ -172,16 +184,16 @@ class _StopSignals:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.armed = True
-        self.pending = None
-        self.previous = {}
+        self.pending: str | None = None
+        self.previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self.previous[signum] = signal.signal(signum, self._handle)
 
-    def _handle(self, signum, frame):
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         for other in self.previous:
             signal.signal(other, signal.SIG_IGN)
         name = signal.Signals(signum).name
@@ -190,24 +202,28 @@ class _StopSignals:
             raise KeyboardInterrupt(name)
         self.pending = self.pending or name
 
-    def restore(self):
+    def restore(self) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
 
 
-class Outcome:
-    def __init__(self):
-        self.exit_code = None
-        self.timed_out = False
-        self.interrupted = False
-        self.stop_signal = None
-        self.result_bytes = None
-        self.result_overflow = False
-        self.duration_s = 0.0
-        self.output_dropped = 0
-        self.killed_leftovers = 0
+@dataclasses.dataclass(frozen=True)
+class ProcessOutcome:
+    """How an evaluator process ended: its exit code (None when it was
+    killed), whether the watchdog or a stop signal ended it, what came back
+    on the result pipe, and what the run cost."""
 
-    def describe_exit(self):
+    exit_code: int | None = None
+    timed_out: bool = False
+    interrupted: bool = False
+    stop_signal: str | None = None
+    result_bytes: bytes | None = None
+    result_overflow: bool = False
+    duration_s: float = 0.0
+    output_dropped: int = 0
+    killed_leftovers: int = 0
+
+    def describe_exit(self) -> str:
         if self.exit_code is None:
             return "did not exit"
         if self.exit_code < 0:
@@ -225,16 +241,21 @@ class Outcome:
         return f"exit code {self.exit_code}"
 
 
-def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, result_pipe=False):
+def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float | None, stdout_path: str,
+        stderr_path: str, verbose: bool = False, result_pipe: bool = False) -> ProcessOutcome:
     """Run `argv` under the watchdog. When `result_pipe`, a pipe's write end
     is passed to the child as an inherited fd, named in env HILLS_RESULT_FD
-    and returned read in `Outcome.result_bytes`."""
+    and returned read in `ProcessOutcome.result_bytes`."""
     become_subreaper()
     callers_children = frozenset(_children())
-    outcome = Outcome()
+    exit_code: int | None = None
+    timed_out = interrupted = False
+    stop_signal: str | None = None
+    result_bytes: bytes | None = None
+    result_overflow = False
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    pass_fds = ()
+    pass_fds: tuple[int, ...] = ()
     reader = None
     if result_pipe:
         res_r, res_w = os.pipe()
@@ -270,33 +291,31 @@ def run(argv, *, cwd, env, timeout, stdout_path, stderr_path, verbose=False, res
                 early, stops.pending = stops.pending, None
                 stops.armed = False
                 raise KeyboardInterrupt(early)
-            outcome.exit_code = _wait(process, timeout)
+            exit_code = _wait(process, timeout)
         except subprocess.TimeoutExpired:
-            outcome.timed_out = True
+            timed_out = True
             _kill_group(process)
     except KeyboardInterrupt as exc:
-        outcome.interrupted = True
-        outcome.stop_signal = str(exc) or "SIGINT"
+        interrupted, stop_signal = True, str(exc) or "SIGINT"
         _kill_group(process)
     finally:
         stops.armed = False
-        outcome.duration_s = time.monotonic() - started
-        outcome.killed_leftovers = _end_group(process)
-        outcome.killed_leftovers += reap_everything(keep=callers_children)
+        duration_s = time.monotonic() - started
+        killed_leftovers = _end_group(process) + reap_everything(keep=callers_children)
         for pump in pumps:
             pump.join(timeout=5)
-        outcome.output_dropped = sum(p.dropped for p in pumps)
         if reader is not None:
             reader.join(timeout=5)
-            outcome.result_bytes = bytes(reader.data)
-            outcome.result_overflow = reader.overflow
+            result_bytes, result_overflow = bytes(reader.data), reader.overflow
         stops.restore()
     if stops.pending:
         raise KeyboardInterrupt(stops.pending)
-    return outcome
+    return ProcessOutcome(exit_code=exit_code, timed_out=timed_out, interrupted=interrupted, stop_signal=stop_signal,
+                          result_bytes=result_bytes, result_overflow=result_overflow, duration_s=duration_s,
+                          output_dropped=sum(p.dropped for p in pumps), killed_leftovers=killed_leftovers)
 
 
-def _wait(process, timeout):
+def _wait(process: subprocess.Popen[bytes], timeout: float | None) -> int:
     """Popen.wait with a timeout polls with growing sleeps; a pidfd wakes us
     the moment the process exits, which matters for short replicates."""
     try:
@@ -307,13 +326,13 @@ def _wait(process, timeout):
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         if not poller.poll(None if timeout is None else max(0, int(timeout * 1000))):
-            raise subprocess.TimeoutExpired(process.args, timeout)
+            raise subprocess.TimeoutExpired(process.args, timeout or 0.0)
         return process.wait()
     finally:
         os.close(fd)
 
 
-def _kill_group(process):
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -328,7 +347,7 @@ def _kill_group(process):
         process.wait()
 
 
-def _end_group(process):
+def _end_group(process: subprocess.Popen[bytes]) -> int:
     """Kill what is left of the evaluator's process group after it exited."""
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -10,6 +10,8 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from . import rank, signing, spaces, state
 from .errors import EXIT_NOT_SCORED, EnvironmentProblem, NotScored, UsageError
@@ -81,7 +83,19 @@ class OptunaTuner:
 TUNERS = {"random": RandomTuner, "optuna": OptunaTuner}
 
 
-def run_trial(hill_path, submission, values, params, final, env):
+class TrialEval(NamedTuple):
+    """One trial's `hills eval`, as its process ended: the report it printed
+    (None when it printed none), else why not; `refused` when the hill
+    allowed no score (exit 5), with the error and hint it gave."""
+
+    report: dict[str, Any] | None
+    error: str | None = None
+    hint: str | None = None
+    refused: bool = False
+
+
+def run_trial(hill_path: str, submission: str, values: Mapping[str, Any], params: Iterable[str], final: bool,
+              env: Mapping[str, str]) -> TrialEval:
     argv = [sys.executable, "-m", "hills", "eval", submission, "-H", hill_path, "--json"]
     for text in params:
         argv += ["-p", text]
@@ -95,17 +109,13 @@ def run_trial(hill_path, submission, values, params, final, env):
     except (ValueError, IndexError):
         report = None
     if done.returncode == EXIT_NOT_SCORED:
-        # The hill allows no score (uncommitted changes, lock drift...): no
-        # other trial would get one either.
         lines = done.stderr.splitlines()
         message = next((line[7:] for line in lines if line.startswith("error: ")), "the eval was refused")
         hint = next((line[6:] for line in lines if line.startswith("hint: ")), None)
-        refusal = NotScored(message, hint=hint)
-        refusal.report = report
-        raise refusal
+        return TrialEval(report, message, hint, refused=True)
     if report is None:
-        return None, (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0]
-    return report, None
+        return TrialEval(None, (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0])
+    return TrialEval(report)
 
 
 def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), final=False, seed=None,
@@ -143,8 +153,13 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
         return entry
 
     first_values = spaces.defaults(declaration)
-    report, error = run_trial(hill.path, submission, first_values, params, final, env)
-    record(0, first_values, report, error)
+    first = run_trial(hill.path, submission, first_values, params, final, env)
+    if first.refused:
+        # The hill allows no score (uncommitted changes, lock drift...): no
+        # other trial would get one either.
+        raise NotScored(first.error or "the eval was refused", hint=first.hint)
+    report = first.report
+    record(0, first_values, report, first.error)
     direction = _direction(hill, report)
     tuner = TUNERS[tuner_name](declaration, direction, seed)
     if tuner_name == "random":
@@ -153,13 +168,10 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
         handle, _ = tuner.ask()
         tuner.tell(handle, _score(report))
 
-    def one(asked):
+    def one(asked: tuple[int, Any, dict[str, Any]]) -> tuple[int, Any, dict[str, Any], TrialEval]:
         index, handle, values = asked
-        try:
-            report, error = run_trial(hill.path, submission, values, params, final, env)
-        except NotScored as exc:  # the hill changed under the tuner: this trial has no score
-            report, error = exc.report, exc.message
-        return index, handle, values, report, error
+        # Refused when the hill changed under the tuner: this trial has no score.
+        return index, handle, values, run_trial(hill.path, submission, values, params, final, env)
 
     remaining = list(range(1, budget))
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -167,9 +179,9 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
             batch, remaining = remaining[:parallel], remaining[parallel:]
             # Asked here, in trial order, so --seed gives the same trials whatever the threads do.
             asked = [(index, *tuner.ask()) for index in batch]
-            for index, handle, values, report, error in pool.map(one, asked):
-                record(index, values, report, error)
-                tuner.tell(handle, _score(report))
+            for index, handle, values, trial in pool.map(one, asked):
+                record(index, values, trial.report, trial.error)
+                tuner.tell(handle, _score(trial.report))
 
     best = _best(trials, state.load_key())
     result = {"hill": hill.name, "submission": os.path.abspath(submission), "tuner": tuner_name,
