@@ -3,7 +3,6 @@ private index, write-tree, commit-tree and a compare-and-swap update-ref."""
 
 import contextlib
 import os
-import secrets
 import stat as stat_module
 
 from . import gate as gate_module, hill as hill_module, locks, state
@@ -55,7 +54,7 @@ def build_tree(hill, regular):
     for rel, object_id in zip(regular, ids):
         mode = os.stat(os.path.join(hill.path, rel)).st_mode
         records.append(f"{'100755' if mode & stat_module.S_IXUSR else '100644'} {object_id}\t{rel}")
-    index = os.path.join(repo.git_dir, f"hills-index-{os.getpid()}-{secrets.token_hex(4)}")
+    index = os.path.join(repo.git_dir, f"hills-index-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         env = {"GIT_INDEX_FILE": index}
         repo.run("update-index", "--add", "-z", "--index-info", input="\0".join(records) + "\0", env=env)
@@ -164,6 +163,9 @@ def _git_blob_id(path, size):
 
 
 AUDIT_STATE = "hills-audit.json"
+# New private bytes read to ask git for their blob id instead of auditing
+# the whole history again; more than this audits the whole history.
+FRESH_READ_LIMIT = 64 * 1024 * 1024
 HISTORY_HINT = ("drop the commits, stashes, tags or notes that hold it, then run: "
                 "git --git-dir=.vc reflog expire --expire-unreachable=now --all && git --git-dir=.vc gc --prune=now")
 
@@ -176,26 +178,39 @@ def audit_leaks(hill: hill_module.Hill, private_entries: dict[str, dict]) -> Non
     are read.
 
     `.vc/hills-audit.json` (sealed with the machine key) records the ref
-    tips audited and the private digests they were audited against; while
-    every private digest is among those, only objects not reachable from
-    those tips are looked at. A new private digest (bytes that may already
-    sit anywhere in the history) audits everything again."""
-    digests = sorted({f"{entry['size']}:{entry['digest']}" for entry in private_entries.values()})
+    tips audited and the private digests they were audited against; only
+    objects not reachable from those tips are looked at. A private file
+    whose digest is new to the record may already sit anywhere in the
+    history: its git blob id is asked for in the object store, and when
+    git holds that object (or the new files are too large to read for the
+    question), everything is audited again."""
+    digests = sorted({_digest_of(entry) for entry in private_entries.values()})
     state_path = os.path.join(hill.repo.git_dir, AUDIT_STATE)
     # Read before the audit: a tip is recorded only when the audit saw it.
     tips = hill.repo.ref_targets()
     audited = _audited(state_path)
     listed: set[str] | None = None
     before: set[str] = set()
-    if audited is not None and set(digests) <= set(audited["private"]):
-        listed, before = _audit_new(hill, private_entries, tips, audited["tips"]), set(audited["tips"])
+    if audited is not None:
+        known = set(audited["private"])
+        fresh = {rel: entry for rel, entry in private_entries.items()
+                 if entry["size"] and _digest_of(entry) not in known}
+        if sum(entry["size"] for entry in fresh.values()) <= FRESH_READ_LIMIT:
+            listed, before = _audit_new(hill, private_entries, tips, audited["tips"], fresh), set(audited["tips"])
     if listed is None:
         listed, before = _audit_all(hill, private_entries), set()
     kept = sorted({object_id for object_id, _kind, _peeled in tips if object_id in listed or object_id in before})
+    record = {"version": 1, "private": digests, "tips": kept}
+    if record == audited:
+        return
     try:
-        state.sealed_write(state_path, {"version": 1, "private": digests, "tips": kept})
+        state.sealed_write(state_path, record)
     except OSError:
         pass  # without a record, the next audit looks at everything again
+
+
+def _digest_of(entry: dict) -> str:
+    return f"{entry['size']}:{entry['digest']}"
 
 
 def _audited(state_path: str) -> dict | None:
@@ -240,10 +255,11 @@ def _audit_all(hill: hill_module.Hill, private_entries: dict[str, dict]) -> set[
 
 
 def _audit_new(hill: hill_module.Hill, private_entries: dict[str, dict], tips: list[tuple[str, str, str]],
-               audited_tips: list[str]) -> set[str] | None:
+               audited_tips: list[str], fresh: dict[str, dict]) -> set[str] | None:
     """The audit of what is reachable now but not from `audited_tips`;
-    returns what it listed, or None when the whole audit must run instead
-    (an audited tip is gone from the object store)."""
+    returns what it listed, or None when the whole audit must run instead:
+    an audited tip is gone from the object store, or git holds the bytes of
+    a `fresh` private file (one the audited tips were not checked against)."""
     repo = hill.repo
     listing = repo.run("rev-list", "--objects", "--all", "--reflog", "--stdin",
                        input="".join(f"^{tip}\n" for tip in audited_tips), ok_codes=(0, 128))
@@ -262,15 +278,19 @@ def _audit_new(hill: hill_module.Hill, private_entries: dict[str, dict], tips: l
     roots += [object_id for object_id, _kind, peeled in tips if peeled == "tree" and object_id not in old]
     # An old tree, held under backup/ say, is not listed again when a new
     # commit puts it at private/: ask each new top for its private/ itself.
-    queries = (sorted(listed) if private_entries else []) + [f"{root}:private" for root in roots]
+    objects = sorted(listed) if private_entries else []
+    fresh_ids = [_git_blob_id(os.path.join(hill.path, rel), entry["size"]) for rel, entry in sorted(fresh.items())]
+    queries = objects + [f"{root}:private" for root in roots] + fresh_ids
     answers = repo.batch_check(queries)
-    for root, answer in zip(roots, answers[len(queries) - len(roots):]):
+    for root, answer in zip(roots, answers[len(objects):len(objects) + len(roots)]):
         if answer is not None:
             _audit_all(hill, private_entries)  # names the file, as the whole audit words it
             raise _in_history(hill, "private", f"object {root[:12]}")
+    if any(answer is not None for answer in answers[len(objects) + len(roots):]):
+        return None  # stored already: whether any ref reaches it is the whole audit's question
     if private_entries:
         _refuse_private_blobs(hill, private_entries,
-                              {object_id: answer[2] for object_id, answer in zip(queries, answers)
+                              {object_id: answer[2] for object_id, answer in zip(objects, answers)
                                if answer is not None and answer[1] == "blob"})
     return set(listed)
 

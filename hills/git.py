@@ -123,7 +123,29 @@ class Repo:
         return None
 
     def tree_of(self, commit: str) -> str:
-        return self.run("rev-parse", "--verify", f"{commit}^{{tree}}").strip()
+        return self._tree_from_loose(commit) or self.run("rev-parse", "--verify", f"{commit}^{{tree}}").strip()
+
+    def _tree_from_loose(self, commit: str) -> str | None:
+        """The tree of `commit` read from its loose object, as a commit hills
+        made is until git packs it, saving a git process on a re-commit; the
+        object must hash to its name. None means "ask git"."""
+        import hashlib
+        import zlib
+
+        if len(commit) != 40 or not all(c in "0123456789abcdef" for c in commit):
+            return None
+        try:
+            with open(os.path.join(self.git_dir, "objects", commit[:2], commit[2:]), "rb") as handle:
+                data = zlib.decompress(handle.read())
+        except (OSError, zlib.error):
+            return None
+        header, _, body = data.partition(b"\0")
+        if not header.startswith(b"commit ") or hashlib.sha1(data).hexdigest() != commit:
+            return None
+        tree = body[5:45].decode("ascii", "replace")
+        if not body.startswith(b"tree ") or body[45:46] != b"\n" or not all(c in "0123456789abcdef" for c in tree):
+            return None
+        return tree
 
     @overload
     def show_blob(self, rev: str, path: str, binary: Literal[False] = False,

@@ -143,7 +143,18 @@ def test_a_recommit_audits_only_new_objects(hill: Path, audits: list[str]) -> No
     assert (hill / ".vc" / commit_module.AUDIT_STATE).is_file()
     edit_readme(hill, "Nothing private changed.")
     assert commit("readme").code == 0
+    # New held-out bytes that git holds no object of: still only the new objects.
+    (hill / "private" / "answers.txt").write_text("answers nobody has seen\n")
+    assert commit("new held-out data").code == 0
     assert audits == []
+
+
+def test_new_private_bytes_that_git_holds_audit_everything(hill: Path, audits: list[str]) -> None:
+    """Unreachable, so no leak; but only the whole audit can tell."""
+    plumb(hill, "hash-object", "-w", "--stdin", input="answers once staged by mistake\n")
+    (hill / "private" / "answers.txt").write_text("answers once staged by mistake\n")
+    assert commit("held-out data once staged").code == 0
+    assert audits == ["all"]
 
 
 def test_the_new_objects_still_hold_no_copy_of_private_data(hill: Path, audits: list[str]) -> None:
