@@ -187,7 +187,7 @@ def audit_leaks(hill: hill_module.Hill, private_entries: dict[str, dict]) -> Non
     digests = sorted({_digest_of(entry) for entry in private_entries.values()})
     state_path = os.path.join(hill.repo.git_dir, AUDIT_STATE)
     # Read before the audit: a tip is recorded only when the audit saw it.
-    tips = hill.repo.ref_targets()
+    tips = hill.repo.ref_tips()
     audited = _audited(state_path)
     listed: set[str] | None = None
     before: set[str] = set()
@@ -199,7 +199,7 @@ def audit_leaks(hill: hill_module.Hill, private_entries: dict[str, dict]) -> Non
             listed, before = _audit_new(hill, private_entries, tips, audited["tips"], fresh), set(audited["tips"])
     if listed is None:
         listed, before = _audit_all(hill, private_entries), set()
-    kept = sorted({object_id for object_id, _kind, _peeled in tips if object_id in listed or object_id in before})
+    kept = sorted({tip for tip in tips if tip in listed or tip in before})
     record = {"version": 1, "private": digests, "tips": kept}
     if record == audited:
         return
@@ -254,8 +254,8 @@ def _audit_all(hill: hill_module.Hill, private_entries: dict[str, dict]) -> set[
     return set(reachable)
 
 
-def _audit_new(hill: hill_module.Hill, private_entries: dict[str, dict], tips: list[tuple[str, str, str]],
-               audited_tips: list[str], fresh: dict[str, dict]) -> set[str] | None:
+def _audit_new(hill: hill_module.Hill, private_entries: dict[str, dict], tips: list[str], audited_tips: list[str],
+               fresh: dict[str, dict]) -> set[str] | None:
     """The audit of what is reachable now but not from `audited_tips`;
     returns what it listed, or None when the whole audit must run instead:
     an audited tip is gone from the object store, or git holds the bytes of
@@ -273,11 +273,11 @@ def _audit_new(hill: hill_module.Hill, private_entries: dict[str, dict], tips: l
             roots.append(object_id)  # a commit, or the tree or blob a ref or a commit points at
         elif path == "private" or path.startswith("private/"):
             raise _in_history(hill, path, f"object {object_id[:12]}")
-    old = set(audited_tips)
-    # A new ref to an old tree is the top of a tree no audit looked at from there.
-    roots += [object_id for object_id, _kind, peeled in tips if peeled == "tree" and object_id not in old]
     # An old tree, held under backup/ say, is not listed again when a new
-    # commit puts it at private/: ask each new top for its private/ itself.
+    # commit or a new ref puts it at the top: ask each new top for its
+    # private/ itself.
+    old, seen = set(audited_tips), set(roots)
+    roots += [tip for tip in tips if tip not in old and tip not in seen]
     objects = sorted(listed) if private_entries else []
     fresh_ids = [_git_blob_id(os.path.join(hill.path, rel), entry["size"]) for rel, entry in sorted(fresh.items())]
     queries = objects + [f"{root}:private" for root in roots] + fresh_ids

@@ -201,15 +201,48 @@ class Repo:
                                 f"{len(answers)} answers to {len(names)} object names")
         return answers
 
-    def ref_targets(self) -> list[tuple[str, str, str]]:
-        """(object id, type, type once a tag is peeled) of every ref: the
-        tips of all history except HEAD and the reflogs."""
-        out = self.run("for-each-ref", "--format=%(objectname) %(objecttype) %(*objecttype)")
-        targets = []
-        for line in out.splitlines():
-            object_id, kind, peeled = (line.split(" ") + ["", ""])[:3]
-            targets.append((object_id, kind, peeled or kind))
-        return targets
+    def ref_tips(self) -> list[str]:
+        """The object id of every ref: the tips of all history but HEAD and
+        the reflogs. Read from `.vc/refs` and `.vc/packed-refs` when the refs
+        are kept there as files, saving a git process on every commit; else
+        asked of git."""
+        tips = self._tips_from_files()
+        if tips is None:
+            tips = sorted(set(self.run("for-each-ref", "--format=%(objectname)").split()))
+        return tips
+
+    def _tips_from_files(self) -> list[str] | None:
+        """The ref tips as the files say, or None for anything unexpected."""
+        if os.path.exists(os.path.join(self.git_dir, "reftable")):
+            return None
+        named: dict[str, str] = {}
+        try:
+            with open(os.path.join(self.git_dir, "packed-refs"), encoding="ascii") as handle:
+                for line in handle:
+                    if not line.startswith(("#", "^")):
+                        object_id, _, name = line.strip().partition(" ")
+                        named[name] = object_id
+        except FileNotFoundError:
+            pass
+        except (OSError, UnicodeDecodeError):
+            return None
+        root = os.path.join(self.git_dir, "refs")
+        for folder, _dirs, files in os.walk(root):
+            for file_name in files:
+                if file_name.endswith(".lock"):  # a ref being written: git renames it into place
+                    continue
+                full = os.path.join(folder, file_name)
+                try:
+                    with open(full, encoding="ascii") as handle:
+                        text = handle.read().strip()
+                except (OSError, UnicodeDecodeError):
+                    return None
+                if not text.startswith("ref: "):  # a symbolic ref names another one, listed in its own right
+                    # A loose ref overrides its packed copy.
+                    named["refs/" + os.path.relpath(full, root).replace(os.sep, "/")] = text
+        if not all(len(tip) == 40 and all(c in "0123456789abcdef" for c in tip) for tip in named.values()):
+            return None
+        return sorted(set(named.values()))
 
 
 def _entries(out: str, id_field: int) -> dict[str, tuple[str, str]]:

@@ -200,6 +200,19 @@ def test_an_old_tree_moved_under_private_is_found(hill: Path, audits: list[str])
     assert "'private/x.txt' is in the history of hill 'circle-packing'" in refused.error_lines[0]
 
 
+def test_a_new_ref_to_an_old_tree_holding_private_is_found(hill: Path, audits: list[str]) -> None:
+    """backup/private/ is an ordinary folder; a ref to the backup/ tree puts
+    it at the top, where the audit of the whole history does not look."""
+    (hill / "backup" / "private").mkdir(parents=True)
+    (hill / "backup" / "private" / "x.txt").write_text("kept under backup/\n")
+    assert commit("a backup folder").code == 0
+    plumb(hill, "update-ref", "refs/tags/backup", plumb(hill, "rev-parse", "HEAD:backup"))
+    edit_readme(hill, "After the tag.")
+    refused = commit("after the tag")
+    assert refused.code == 1, refused.output
+    assert "'private' is in the history of hill 'circle-packing'" in refused.error_lines[0]
+
+
 def test_an_edited_audit_record_audits_everything(hill: Path, audits: list[str]) -> None:
     record = hill / ".vc" / commit_module.AUDIT_STATE
     document = json.loads(record.read_text())
