@@ -1,10 +1,11 @@
 """hills eval on the circle-packing example: against running the same
-evaluator with a bare python3, and with 200 MB in private/ against without."""
+evaluator with a bare python3, and with 200 MB in private/ against without,
+each pair timed in turns."""
 
 import os
 import sys
 
-from .common import Sandbox, line, timed, write_random_files
+from .common import Sandbox, compared, interleaved, write_random_files
 
 SIZE = int(os.environ.get("HILLS_BENCH_PRIVATE_MB", "200")) * 1024 * 1024
 BARE = ("import sys; sys.path.insert(0, '.'); from pathlib import Path; from eval import eval as e; "
@@ -24,17 +25,18 @@ def main():
             subprocess.run([sys.executable, "-c", BARE], cwd=box.hill_dir("plain"), check=True,
                            capture_output=True, env=box.env)
 
-        reference = timed(bare_in_hill, repeat=7)
-        plain = timed(lambda: box.run("hills", "eval", submission, "-H", "plain"), repeat=7)
-        line("hills eval circle-packing vs bare python3 evaluator", plain, reference, 5.0)
+        def plain():
+            box.run("hills", "eval", submission, "-H", "plain")
+
+        compared("hills eval vs bare python3 evaluator", interleaved(bare_in_hill, plain, rounds=11), 2.0)
 
         box.run("hills", "new", "heavy", "-t", "circle-packing")
         write_random_files(os.path.join(box.hill_dir("heavy"), "private"), SIZE)
         box.run("hills", "commit", "heavy", "-m", "with private data")
         heavy_submission = os.path.join(box.hill_dir("heavy"), "examples", "grid")
         box.run("hills", "eval", heavy_submission, "-H", "heavy")
-        heavy = timed(lambda: box.run("hills", "eval", heavy_submission, "-H", "heavy"), repeat=7)
-        line(f"hills eval with {SIZE // (1024 * 1024)} MB private vs without", heavy, plain, 1.1)
+        compared(f"hills eval with {SIZE // (1024 * 1024)} MB private vs without",
+                 interleaved(plain, lambda: box.run("hills", "eval", heavy_submission, "-H", "heavy"), rounds=7), 1.1)
 
 
 if __name__ == "__main__":

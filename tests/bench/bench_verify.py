@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from .common import Sandbox, line, timed
+from .common import Sandbox, compared, interleaved, timed
 
 LINES = 100_000
 
@@ -16,9 +16,9 @@ def main():
         box.run("hills", "commit", "cp", "-m", "initial")
         report = os.path.join(box.root, "report.json")
         box.run("hills", "eval", os.path.join(box.hill_dir("cp"), "examples", "grid"), "-H", "cp", "-o", report)
-        reference = timed(lambda: box.run(sys.executable, "-c", "pass"), repeat=9)
-        verify = timed(lambda: box.run("hills", "verify", report), repeat=9)
-        line("hills verify vs python3 -c pass", verify, reference, 4.0)
+        compared("hills verify vs python3 -c pass",
+                 interleaved(lambda: box.run(sys.executable, "-c", "pass"), lambda: box.run("hills", "verify", report),
+                             rounds=15), 4.0)
 
         os.environ["HILLS_HOME"] = box.home
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

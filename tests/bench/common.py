@@ -1,5 +1,6 @@
 """Shared set-up for the benchmarks: a private machine state, a project
-folder, the hills executables, and timing by median of repeated runs."""
+folder, the hills executables, and timing: by median of repeated runs, or
+interleaved against a reference for a ratio."""
 
 import os
 import shutil
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,6 +53,45 @@ def timed(function, repeat=5):
         function()
         samples.append(time.perf_counter() - started)
     return statistics.median(samples)
+
+
+class Comparison(NamedTuple):
+    """An interleaved timing: each side's median and the median of the
+    pairwise ratios candidate / reference."""
+
+    reference_s: float
+    candidate_s: float
+    ratio: float
+
+
+def interleaved(reference: Callable[[], object], candidate: Callable[[], object], *, rounds: int = 9,
+                warmup: int = 1) -> Comparison:
+    """Time `reference` and `candidate` in turns (A B A B ...) after `warmup`
+    runs of each, and compare them pair by pair: a reference measured
+    minutes before the candidate drifts with the load of the machine."""
+    for _ in range(warmup):
+        reference()
+        candidate()
+    pairs = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        reference()
+        middle = time.perf_counter()
+        candidate()
+        pairs.append((middle - started, time.perf_counter() - middle))
+    return Comparison(statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
+                      statistics.median(b / a for a, b in pairs))
+
+
+def compared(name: str, comparison: Comparison, target: float | None = None) -> float:
+    """Print an interleaved comparison as `line` prints a ratio; return the ratio."""
+    verdict = ""
+    if target is not None:
+        verdict = f"  (target <= {target}x){'  ok' if comparison.ratio <= target else '  OVER TARGET'}"
+    print(f"{name:<58} {comparison.candidate_s:8.3f}s / {comparison.reference_s:8.3f}s  "
+          f"median ratio {comparison.ratio:5.2f}x{verdict}")
+    sys.stdout.flush()
+    return comparison.ratio
 
 
 def write_random_files(folder, total_bytes, count=20):
