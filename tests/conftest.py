@@ -133,14 +133,14 @@ class Machine:
 
 
 def run_cli(*args, prog="hills"):
-    """Run a command in-process through hills.cli.run (the error funnel) and
+    """Run a command in-process through hills.entry.run (the fast paths,
+    the click layer and the error funnel, as the executables run them) and
     return its exit code and output."""
-    from hills import cli
+    from hills import entry
 
-    command, prog_name = cli.entry_for(prog)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.run(command, [str(a) for a in args], prog_name)
+        code = entry.run(prog, [str(a) for a in args])
     return Result(code, out.getvalue(), err.getvalue())
 
 

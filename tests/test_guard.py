@@ -91,6 +91,17 @@ def test_standalone_names_are_real_commands():
     assert cli.entry_for("hills") == (cli.main_group, "hills")
 
 
+def test_the_registry_summaries_are_the_commands_short_help():
+    # `hills --help` shows the registry's summaries, so it imports no command module.
+    assert list(cli.SUMMARIES) == list(cli.COMMANDS) == cli.main_group.list_commands(click.Context(cli.main_group))
+    for verb, summary in cli.SUMMARIES.items():
+        command = cli.main_group.get_command(click.Context(cli.main_group), verb)
+        assert command.hidden == (summary is None), verb
+        if summary is not None:
+            assert summary == command.get_short_help_str(limit=1000), f"cli.SUMMARIES[{verb!r}] is stale"
+    assert cli.verbs() == VERBS
+
+
 def test_console_scripts_are_exactly_the_executables():
     scripts = _load_toml(REPO_ROOT / "pyproject.toml")["project"]["scripts"]
     assert sorted(scripts) == sorted(EXECUTABLES)

@@ -152,7 +152,7 @@ def test_render_marks_self_reported_blocks_and_failed_unit_tests():
 
 @pytest.mark.parametrize("primary, legend", [(False, False), (True, True)])
 def test_the_primary_legend_is_shown_only_with_a_primary_entry(capsys, primary, legend):
-    from hills import cli
+    from hills.commands import eval as eval_command
 
     report = {"hill": "h", "tree_hash": "a" * 40, "status": "passing", "official": True, "official_reason": None,
               "params": {}, "metrics": [{"name": "m", "value": 1.0, "direction": "max"}],
@@ -161,7 +161,7 @@ def test_the_primary_legend_is_shown_only_with_a_primary_entry(capsys, primary, 
     out = []
     show.render(report, "signature valid", out.append)
     shown = [line for line in out if line.startswith("  config")]
-    cli._eval_summary(report, "sub")
+    eval_command.render(report, "sub")
     summary = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  config")]
     expected = "  config       mode=validation" + ("*" if primary else "") + "  isolation=bwrap" \
         + ("   (* = primary)" if legend else "")

@@ -1,0 +1,67 @@
+"""`hills describe`: what a climber needs to know about a hill."""
+
+import click
+
+from .. import errors
+from .options import CONTEXT, hill_argument, json_option
+from .output import emit, emit_json
+
+
+@click.command("describe", context_settings=CONTEXT)
+@hill_argument
+@json_option
+def command(name: str, as_json: bool) -> int:
+    """Print what a climber needs: the task, params, contract and metrics."""
+    from .. import hill, info
+
+    target = hill.resolve(name)
+    described = info.describe(target)
+    if as_json:
+        emit_json(described)
+    else:
+        render(described)
+    return errors.EXIT_OK
+
+
+def render(described: dict) -> None:
+    """The description as Markdown: contract, params, metrics, task."""
+    emit(f"# {described['hill']} {described['version']}"
+         + (f"  (tree {described['tree_hash'][:12]})" if described["tree_hash"] else "  (not committed yet)"))
+    if described["description"]:
+        emit(described["description"])
+    emit()
+    emit("## Submission contract")
+    for key in ("what", "command", "params", "symlinks", "unit_tests"):
+        if key in described["submission"]:
+            emit(f"- {described['submission'][key]}")
+    if described["examples"]:
+        emit(f"- example submissions: {', '.join('examples/' + e for e in described['examples'])} "
+             f"(under {described['path']})")
+    emit(f"- evaluator: {described['evaluator']} shape, watchdog {described['timeout']}s")
+    emit()
+    emit("## Params")
+    if not described["params"]:
+        emit("(none)")
+    for param_name, param in described["params"].items():
+        emit(_param_line(param_name, param))
+    emit()
+    emit("## Metrics")
+    if not described["metrics"]:
+        emit("(declared by the evaluator in each report; ranked in the order given)")
+    for metric in described["metrics"]:
+        emit(f"- {metric['name']}: {'higher' if metric['direction'] == 'max' else 'lower'} is better "
+             f"({metric['direction']})")
+    emit()
+    emit("## Task")
+    emit(described["readme"].rstrip())
+
+
+def _param_line(param_name: str, param: dict) -> str:
+    bounds = ""
+    if "low" in param or "high" in param:
+        bounds = f" in [{param.get('low', '-inf')}, {param.get('high', 'inf')}]"
+    if "choices" in param:
+        bounds = " one of " + ", ".join(map(str, param["choices"]))
+    return (f"- {param_name}: {param['type']}{bounds}, default {param['default']}"
+            + (" (primary: reports compare only with equal values)" if param["primary"] else "")
+            + (f": {param['description']}" if param.get("description") else ""))

@@ -1,0 +1,125 @@
+"""`hills eval`: score a submission folder against a hill's committed
+evaluator. Declared as plain data (hills.commands.fast), so an ordinary
+call parses and runs without importing click."""
+
+import json
+import os
+
+from .. import errors
+from . import fast
+from .output import emit, say
+
+HELP = """Score the submission folder DIR against a hill's committed evaluator.
+
+    Pins the hill's HEAD (a dirty hill is an error), verifies private data
+    against the locks, snapshots and hashes DIR, runs the evaluator in its
+    own process group under the watchdog, and prints the signed report as
+    JSON on stdout with a short summary on stderr. Every outcome, crash or
+    refusal included, is appended to the hill version's attempts log.
+    Exits 0 when the submission passed, 1 when it did not, 5 when the hill
+    allowed no score (uncommitted changes, no commit, lock drift, a spent
+    holdout budget).
+    """
+
+DECLARED = fast.Declared("eval", HELP, [
+    fast.Argument("submission", metavar="DIR", kind=fast.PathKind(file_okay=False)),
+    fast.Option("hill_name", "-H", "--hill", metavar="NAME", required=True, help="The hill to score against."),
+    fast.Option("params", "-p", "--param", metavar="NAME=VALUE", multiple=True,
+                help="Set a param declared in hill.yaml (repeatable); typed and bounded."),
+    fast.Option("final", "--final", flag=True,
+                help="Holdout mode: counted per hill version, against the final budget."),
+    fast.Option("force", "--force", flag=True, help="Score HEAD even though the hill has uncommitted changes."),
+    fast.Option("current", "--current", flag=True, help="Score the working tree, unofficially (tree_hash null)."),
+    fast.Option("queue", "--queue", flag=True, help="Wait for the hill's exclusive resource instead of failing."),
+    fast.Option("verbose", "-v", "--verbose", flag=True, help="Stream the evaluator's output to stderr."),
+    fast.Option("output", "-o", "--output", metavar="FILE", kind=fast.PathKind(dir_okay=False),
+                help="Also write the report to FILE."),
+    fast.Option("repeat", "--repeat", metavar="N", kind=fast.AtLeast(1),
+                help="Run N replicates (seeds 0..N-1); metrics are medians, with their spread."),
+    fast.Option("knobs", "-k", "--knob", metavar="NAME=VALUE", multiple=True,
+                help="Set a knob the submission declares in params.json (repeatable); refused outside its range."),
+    fast.Option("as_json", "--json", flag=True, help="Print the report as one line of JSON and no summary."),
+])
+
+
+def run(submission: str, hill_name: str, params: tuple[str, ...], final: bool, force: bool, current: bool,
+        queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
+        knobs: tuple[str, ...]) -> int:
+    """The command: the report on stdout (and in FILE), the summary on stderr."""
+    problem = errors.first_missing_dependency()
+    if problem is not None:
+        raise problem
+    from .. import evaluate, hill
+
+    target = hill.resolve(hill_name)
+    request = evaluate.EvalRequest(target, submission, tuple(params), final=final, force=force, current=current,
+                                   queue=queue, verbose=verbose, repeat=repeat, knobs=tuple(knobs) or None)
+    if output:
+        _check_output_path(output)
+    outcome = evaluate.evaluate(request, say=say)
+    if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
+        _emit_report(outcome.report, output, as_json)
+    if outcome.error is not None:
+        raise outcome.error  # the refusal, interrupt or bug: said by the funnel like any other
+    if not as_json:
+        render(outcome.report, submission)
+    return outcome.exit_code
+
+
+def _emit_report(report: dict, output: str | None, as_json: bool) -> None:
+    text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
+    if output:
+        from .. import state
+
+        state.atomic_write(output, text + "\n")
+    emit(text)
+
+
+def _check_output_path(output: str) -> None:
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise errors.UsageError(f"cannot write the report to '{output}': folder '{folder}' does not exist")
+
+
+def render(report: dict, submission: str) -> None:
+    """The summary of a report on stderr: verdict, metrics, config, why."""
+    from ..report import summary_line
+
+    tree = (report["tree_hash"] or "working tree")[:12]
+    say(f"{report['hill']} @ {tree}" + ("" if report["official"] else "  (unofficial)"))
+    say(f"  submission   {submission}")
+    if report.get("submission_hash"):
+        say(f"  hash         {report['submission_hash'][:27]}…")
+    if report["params"]:
+        say("  params       " + "  ".join(f"{k}={v}" for k, v in report["params"].items()))
+    say(f"  {summary_line(report)}")
+    for name, spread in (report.get("spread") or {}).items():
+        say(f"  spread       {name}: min {spread['min']:.6g}  max {spread['max']:.6g}  MAD {spread['mad']:.6g}"
+            f"  over {spread['n']} replicates")
+    if report.get("trial"):
+        say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
+    if report.get("unit_tests"):
+        say(f"  unit tests   {'passed' if report['unit_tests']['passed'] else 'FAILED'}")
+    for warning in report.get("warnings", []):
+        say(f"  warning      {warning}")
+    _render_config(report)
+    if report.get("reason"):
+        say(f"  reason       {report['reason']}")
+    if report.get("forced"):
+        say("  note         the hill had uncommitted changes; its last commit was scored (--force)")
+    if report["official_reason"]:
+        say(f"  unofficial   {report['official_reason']}")
+
+
+def _render_config(report: dict) -> None:
+    if report.get("config"):
+        say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
+                                         for c in report["config"])
+            + ("   (* = primary)" if any(c["primary"] for c in report["config"]) else ""))
+
+
+def __getattr__(name: str) -> object:
+    # The click command is built on first use: the fast path never needs it.
+    if name == "command":
+        return DECLARED.click_command(run)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

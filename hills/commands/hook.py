@@ -1,0 +1,18 @@
+"""`hills hook`: the entry point of the hook in each hill's .vc/hooks/."""
+
+import os
+
+import click
+
+from .. import errors
+from .options import CONTEXT
+
+
+@click.command("hook", context_settings=CONTEXT, hidden=True)
+@click.argument("which", type=click.Choice(["pre-commit"]))
+def command(which: str) -> int:
+    """Entry point of the hook installed in each hill's .vc/hooks/."""
+    from .. import hook
+
+    hook.pre_commit(os.getcwd())
+    return errors.EXIT_OK

@@ -1,0 +1,60 @@
+"""`hills rank`: rank reports within comparable groups."""
+
+import click
+
+from .. import errors, state
+from .options import CONTEXT, json_option
+from .output import emit, emit_json
+
+
+@click.command("rank", context_settings=CONTEXT)
+@click.argument("reports", metavar="[REPORT...]", nargs=-1)
+@click.option("-H", "--hill", "hill_name", metavar="NAME", help="Rank the reports logged for this hill's HEAD.")
+@json_option
+def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> int:
+    """Rank report files (or a hill's logged reports) within comparable groups.
+
+    Verifies each report, groups by hill tree hash and primary config, and
+    sorts lexicographically by the metrics, each in its own direction.
+    INVALID, unofficial and non-passing reports are listed apart, never ranked.
+    """
+    from .. import attempts, rank, signing
+
+    items = []
+    for path in reports:
+        items.append((path, signing.load_report(path)))
+    if hill_name:
+        from .. import hill
+
+        target = hill.resolve(hill_name)
+        items.extend(attempts.logged_reports(target))
+    if not items:
+        raise errors.UsageError("no reports to rank", hint="pass report files, or -H NAME for a hill's logged reports")
+    result = rank.rank(items, state.load_key())
+    if as_json:
+        emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
+                                                    "noise": e["noise"], "report": e["report"]}
+                                                   for e in g["entries"]]}
+                              for g in result["groups"]],
+                   "apart": result["apart"]})
+    else:
+        render(result)
+    return errors.EXIT_OK
+
+
+def render(result: dict) -> None:
+    """Each comparable group, its entries in order; then those not ranked."""
+    from ..report import summary_line
+
+    for group in result["groups"]:
+        primary = "  ".join(f"{p['name']}={p['value']}" for p in group["primary"]) or "no primary config"
+        emit(f"{group['hill']} @ {(group['tree_hash'] or '')[:12]}  [{primary}]")
+        for entry in group["entries"]:
+            report = entry["report"]
+            noise = "  (within noise of the one above)" if entry["noise"] else ""
+            emit(f"  {entry['position']:>3}. {summary_line(report)}  {(report.get('submission_hash') or '')[:19]}  "
+                 f"{entry['source']}{noise}")
+    if result["apart"]:
+        emit("not ranked:")
+        for entry in result["apart"]:
+            emit(f"  {entry['source']}: {entry['reason']}")

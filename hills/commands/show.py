@@ -1,0 +1,36 @@
+"""`hills show`: a report, rendered for a person."""
+
+import click
+
+from .. import errors, state
+from .options import CONTEXT
+from .output import emit, say
+
+
+@click.command("show", context_settings=CONTEXT)
+@click.argument("report_path", metavar="REPORT")
+def command(report_path: str) -> int:
+    """Render a report for a person: verdict, metrics, breakdown, instances.
+
+    Shows whether the signature is valid, the status and reason, metrics with
+    their replicate spread, side metrics, unit tests, the report block with
+    its worst segment first, and the instances worst first. Exits 1 when the
+    signature is INVALID (the report is still shown, marked as such).
+    """
+    from .. import signing, verify
+
+    report = signing.load_report(report_path)
+    ok, reason = verify.verdict(report, state.existing_key())
+    render(report, "signature valid" if ok else f"signature INVALID ({reason})")
+    if ok:
+        return errors.EXIT_OK
+    if reason == verify.no_key_reason():
+        say(f"hint: {verify.NO_KEY_HINT}")
+    return errors.EXIT_NO
+
+
+def render(report: dict, verdict: str) -> None:
+    """The report, verdict first, on stdout."""
+    from .. import show
+
+    show.render(report, verdict, emit)

@@ -1,0 +1,53 @@
+"""`hills tune`: tune the knobs a submission declares."""
+
+import click
+
+from .. import errors
+from .options import CONTEXT, json_option
+from .output import emit, emit_json, say
+
+
+@click.command("tune", context_settings=CONTEXT)
+@click.argument("submission", metavar="DIR", type=click.Path(file_okay=False, path_type=str))
+@click.option("-H", "--hill", "hill_name", metavar="NAME", required=True, help="The hill to score against.")
+@click.option("--budget", type=int, required=True, metavar="N", help="Number of trials (evaluator runs), at least 1.")
+@click.option("--tuner", type=click.Choice(["random", "optuna"]), default="random", show_default=True,
+              help="How trial values are chosen; optuna needs the hills[optuna] extra.")
+@click.option("--parallel", type=int, default=1, show_default=True, metavar="K", help="Trials run at once.")
+@click.option("-p", "--param", "params", metavar="NAME=VALUE", multiple=True,
+              help="Set a hill param for every trial (repeatable), as for 'hills eval'.")
+@click.option("--seed", type=int, metavar="SEED", help="Seed of the tuner's own random choices.")
+@json_option
+def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: int, params: tuple[str, ...],
+            seed: int | None, as_json: bool) -> int:
+    """Tune the knobs a submission declares in params.json.
+
+    Runs BUDGET trials, each a full 'hills eval' with its own knob values:
+    a signed, logged report like any other. Trial 0 uses the declared
+    defaults. The candidate's score is its best passing trial; its knob
+    values are written beside DIR as DIR.best-params.json. Exits 1 when no
+    trial passed, 5 when the first trial's eval was refused before scoring.
+    """
+    from .. import hill, tune
+
+    target = hill.resolve(hill_name)
+    result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say)
+    if as_json:
+        emit_json(result)
+    else:
+        render(result)
+    return errors.EXIT_OK if result["best"] else errors.EXIT_NO
+
+
+def render(result: dict) -> None:
+    """The best trial: its metrics, its knobs, where they were written."""
+    best = result["best"]
+    if not best:
+        emit("no trial passed")
+        return
+    emit(f"best trial {best['trial']}: " + "  ".join(f"{m['name']}={m['value']:.6g} ({m['direction']})"
+                                                      for m in best["metrics"]))
+    emit("  knobs  " + "  ".join(f"{k}={v}" for k, v in best["knobs"].items()))
+    if not best["official"]:
+        emit(f"  unofficial: {best['official_reason']}")
+    emit(f"  written to {result['best_params_file']}")

@@ -1,0 +1,133 @@
+"""The fast paths: an ordinary `hills eval` or `hills verify` is parsed from
+the command's one declaration without click, exactly as click would parse
+it, and imports only what it needs; `hills --help` lists every verb without
+importing a command module."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from conftest import run_cli
+from hills import cli
+from hills.commands import eval as eval_command
+from hills.commands import verify as verify_command
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# argv after the verb, and whether the fast parse must take it (False: it
+# must leave it to click, which accepts or refuses it).
+EVAL_ARGV = [
+    (["sub", "-H", "cp"], True),
+    (["-H", "cp", "sub"], True),
+    (["sub", "--hill=cp", "--json"], True),
+    (["sub", "-Hcp", "-p", "n=3", "-p", "tolerance=0.1", "-k", "a=1", "--knob", "b=-2"], True),
+    (["sub", "-H", "cp", "--repeat", "3", "-o", "out.json", "-v", "--final", "--force", "--current", "--queue"], True),
+    (["sub", "-H", "first", "-H", "second", "--repeat=007"], True),
+    (["missing-folder", "-H", "cp", "-o", "missing-folder/report.json"], True),
+    (["sub"], False),
+    (["sub", "-H"], False),
+    (["sub", "-H", "cp", "--help"], False),
+    (["-h"], False),
+    ([], False),
+    (["sub", "-H", "cp", "--repeat", "0"], False),
+    (["sub", "-H", "cp", "--repeat", "x"], False),
+    (["sub", "-H", "cp", "--repeat", "²"], False),
+    (["sub", "-H", "cp", "extra"], False),
+    (["--", "sub", "-H", "cp"], False),
+    (["sub", "-vH", "cp"], False),
+    (["sub", "-H", "cp", "--final=1"], False),
+    (["sub", "-H", "cp", "--nope"], False),
+    (["file.txt", "-H", "cp"], False),
+    (["sub", "-H", "cp", "-o", "sub"], False),
+    (["sub", "-H", "-x"], False),
+]
+VERIFY_ARGV = [
+    (["r.json"], True),
+    (["a.json", "b.json", "-"], True),
+    ([], False),
+    (["--nope", "r.json"], False),
+    (["r.json", "-h"], False),
+]
+CASES = [("eval", argv, fast) for argv, fast in EVAL_ARGV] + [("verify", argv, fast) for argv, fast in VERIFY_ARGV]
+
+
+@pytest.mark.parametrize("verb, argv, fast", CASES, ids=[f"{verb} {' '.join(argv)}" for verb, argv, _ in CASES])
+def test_the_fast_parse_is_clicks_parse(tmp_path, monkeypatch, verb, argv, fast):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "file.txt").write_text("x\n", encoding="utf-8")
+    module = {"eval": eval_command, "verify": verify_command}[verb]
+    parsed = module.DECLARED.parse(argv)
+    assert (parsed is not None) == fast, parsed
+    try:
+        ctx = module.command.make_context(verb, list(argv))
+    except (click.UsageError, click.exceptions.Exit):
+        assert parsed is None, "the fast parse took an argv that click refuses"
+        return
+    if parsed is not None:
+        assert parsed == ctx.params
+
+
+def test_the_declared_commands_are_the_registered_ones():
+    for verb, module in (("eval", eval_command), ("verify", verify_command)):
+        assert cli.get(verb) is module.command and module.command.name == verb
+        assert [param.name for param in module.command.params] == [param.dest for param in module.DECLARED.params]
+
+
+def _modules_after(code, cwd=None):
+    """The modules a fresh interpreter, importing hills from this checkout,
+    holds after running `code`."""
+    script = code + "\nimport json, sys\nsys.__stdout__.write('\\n' + json.dumps(sorted(sys.modules)))\n"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.rsplit("\n", 1)[1]))
+
+
+def _heavy(modules):
+    return sorted(name for name in modules if name.split(".")[0] in ("click", "ruamel", "yaml", "optuna"))
+
+
+def test_help_lists_every_verb_without_importing_one(project):
+    modules = _modules_after("from hills import cli\ncode = cli.main('hills', ['--help'])\nassert code == 0",
+                             cwd=project)
+    assert not {name for name in modules if name.startswith("hills.commands.")} - {"hills.commands.options"}
+
+
+def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill):
+    submission = shared_hill / "examples" / "grid"
+    # The first eval of a version parses its hill.yaml once; later ones read the sealed JSON.
+    assert run_cli("eval", submission, "-H", shared_hill.name).code == 0
+    modules = _modules_after("from hills import entry\n"
+                             f"code = entry.run('hills', ['eval', {str(submission)!r}, '-H', {shared_hill.name!r}])\n"
+                             "assert code == 0, code", cwd=os.getcwd())
+    assert "hills.evaluate" in modules
+    assert _heavy(modules) == []
+    assert {name for name in modules if name.startswith("hills.commands.")} == {
+        "hills.commands.eval", "hills.commands.fast", "hills.commands.output"}
+    assert "hills.cli" not in modules and "hills.manpages" not in modules
+
+
+def test_verify_imports_neither_click_nor_yaml(project, tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"hill": "h", "signature": "x"}), encoding="utf-8")
+    modules = _modules_after(f"from hills import entry\ncode = entry.run('hills', ['verify', {str(report)!r}])",
+                             cwd=project)
+    assert _heavy(modules) == [] and "hills.cli" not in modules
+
+
+@pytest.mark.parametrize("program, argv, prog", [("hills", ["eval"], "hills eval"),
+                                                 ("git-hill", ["eval"], "git hill eval"),
+                                                 ("hills-eval", [], "hills-eval")])
+def test_an_error_on_the_fast_path_points_at_the_help(shared_hill, program, argv, prog):
+    result = run_cli(*argv, shared_hill / "examples" / "grid", "-H", shared_hill.name, "--current", "--force",
+                     prog=program)
+    assert result.code == 2, result.output
+    assert result.err.splitlines() == ["error: --current and --force cannot be combined", f"hint: see '{prog} --help'"]
+
