@@ -20,8 +20,10 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ContextManager
 
-from . import (chain, command, locks, manifest, replicates, report as report_module, runner, sandbox, sdk,
-               signing, snapshot, spaces, state, uvenv)
+# manifest (and the YAML it reads) is imported where it is needed: an eval
+# of a committed version reads its manifest from the sealed JSON cache.
+from . import (chain, command, locks, replicates, report as report_module, runner, sandbox, sdk, signing,
+               snapshot, spaces, state, uvenv)
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
 from .git import lineage
@@ -214,6 +216,8 @@ def pinned_manifest(hill: Hill, tree_hash: str) -> Spec:
     if text is None:
         raise NotScored(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}",
                         hint=f"commit the hill with hills commit {hill.name} -m MESSAGE")
+    from . import manifest
+
     spec = manifest.parse_text(text, f"hill.yaml at {tree_hash[:12]}", hill.name)
     state.sealed_write(cache, {"tool": tool, "manifest": spec})
     return spec
@@ -233,6 +237,8 @@ def resolve_params(spec: Spec, texts: Iterable[str]) -> dict[str, Any]:
             allowed = ", ".join(sorted(spec["params"])) or "none"
             raise UsageError(f"unknown param '{name}' for hill '{spec['name']}'", hint=f"allowed params: {allowed}")
         try:
+            from . import manifest
+
             params[name] = manifest.parse_cli_value(name, spec["params"][name], value)
         except UsageError as exc:
             raise UsageError(f"-p '{text}': {exc.message}", hint=exc.hint or described) from None
@@ -616,9 +622,11 @@ def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, An
 
 # The shim is run through a tiny bootstrap so the result fd arrives by env
 # rather than on the command line an evaluator could read back and reuse.
-_SHIM_BOOT = ("import json,os,runpy,sys;"
+# It compiles the shim itself: runpy would import pkgutil and typing first.
+_SHIM_BOOT = ("import json,os,sys;"
               "r=json.loads(sys.argv[2]);r['result_fd']=int(os.environ.pop('HILLS_RESULT_FD'));"
-              "sys.argv=[sys.argv[1],'eval',json.dumps(r)];runpy.run_path(sys.argv[0],run_name='__main__')")
+              "sys.argv=[sys.argv[1],'eval',json.dumps(r)];"
+              "exec(compile(open(sys.argv[0],'rb').read(),sys.argv[0],'exec'),{'__name__':'__main__'})")
 
 
 def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
@@ -652,6 +660,8 @@ def resolve(req: EvalRequest) -> EvalPlan:
     tree_hash = pinned_tree(hill, head) if head else None
     official, official_reason, forced = _official(req, tree_hash)
     if req.current:
+        from . import manifest
+
         spec = manifest.load(hill.path)
     else:
         assert tree_hash is not None  # a hill without commits was refused above

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from . import git, manifest, state
+from . import git, names, state
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def working_manifest(hill_dir: str) -> dict:
     import hashlib
     import json
 
-    from . import report, yamlfile
+    from . import manifest, report, yamlfile
     from .errors import HillsError
 
     try:
@@ -97,7 +97,7 @@ def resolve(name_or_path):
         if not _is_hill(path):
             raise UsageError(f"'{name_or_path}' is not a hill folder (no hill.yaml)")
         return _checked(Hill(path))
-    manifest.validate_name(name_or_path)
+    names.validate_name(name_or_path)
     for project in project_hills_dirs():
         path = os.path.join(project, name_or_path)
         if _is_hill(path):
@@ -220,7 +220,7 @@ def create(name, template="default", project_dir=None, populate=None):
 
     from . import uvenv
 
-    manifest.validate_name(name)
+    names.validate_name(name)
     source = shipped("examples").joinpath(template) if template and "/" not in template else None
     if populate is None and (source is None or not source.joinpath("hill.yaml").is_file()):
         raise UsageError(f"unknown template '{template}'",
@@ -262,6 +262,8 @@ def create(name, template="default", project_dir=None, populate=None):
                     text = handle.read()
                 with state.named_os_errors(path), open(path, "w", encoding="utf-8") as handle:
                     handle.write(text.replace("{{name}}", name))
+        from . import manifest
+
         manifest.load(staging)
         uvenv.lock(staging)
         repo = git.Repo(staging)

@@ -10,11 +10,11 @@ from typing import Any
 
 from . import yamlfile
 from .errors import UsageError
+from .names import NAME_RE, validate_name
 from .schema import (At, Key, ListOf, MapOf, Maybe, Table, anything, docs, empty, is_count, is_number, null, one_of,
                      scalar, show)
 
 SPEC_VERSION = 1
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 PARAM_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESOURCE_RE = re.compile(r"^[a-z0-9_-]+$")
 PARAM_TYPES = ("int", "float", "str", "bool", "categorical")
@@ -26,16 +26,6 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
                "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
                "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
-
-
-def validate_name(name):
-    """Refuse names that are not safe as a folder, a git ref part and a state key."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name or name.endswith((".", ".lock")):
-        raise UsageError(
-            f"invalid hill name '{name}'",
-            hint="use 1-63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit",
-        )
-    return name
 
 
 def _plain(node):

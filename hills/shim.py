@@ -12,11 +12,13 @@ it uses the standard library only and never imports the hills package.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import os
 import sys
-import traceback
+import types
+
+# inspect and traceback are imported only where they are needed: together
+# they cost an evaluator's start more than the rest of the shim.
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,8 +40,35 @@ def _load(hill_dir: str, entry: str) -> Callable[..., Any]:
     return function
 
 
+def _binds_plainly(function: Callable[..., Any], params: dict[str, Any]) -> bool:
+    """Whether a plain Python function takes (submission, final=..., **params),
+    read from its code object; False for anything else (a wrapped function,
+    a callable object) and for a call that would not bind, which `_bind`
+    then decides and words."""
+    if not isinstance(function, types.FunctionType) or "final" in params \
+            or hasattr(function, "__wrapped__") or hasattr(function, "__signature__"):
+        return False
+    code = function.__code__
+    positional = code.co_varnames[:code.co_argcount]
+    keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    takes_any_keyword = bool(code.co_flags & 0x08)  # CO_VARKEYWORDS
+    if not positional:
+        return False
+    given = set()
+    for name in ("final", *params):
+        if name in positional[max(1, code.co_posonlyargcount):] or name in keyword_only:
+            given.add(name)
+        elif name == positional[0] or not takes_any_keyword:
+            return False
+    required = positional[1:len(positional) - len(function.__defaults__ or ())]
+    required += tuple(name for name in keyword_only if name not in (function.__kwdefaults__ or {}))
+    return all(name in given for name in required)
+
+
 def _bind(function: Callable[..., Any], params: dict[str, Any]) -> str:
     """Check eval(submission, *, final=False, **params) accepts these params."""
+    import inspect
+
     signature = inspect.signature(function)
     names = list(signature.parameters)
     kinds = {p.kind for p in signature.parameters.values()}
@@ -73,6 +102,8 @@ def main(argv: list[str]) -> int:
             function = _load(hill_dir, entry)
             shown = _bind(function, params)
         except BaseException as exc:
+            import traceback
+
             print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}",
                               "traceback": traceback.format_exc(limit=-3)}))
             return 0
@@ -83,12 +114,15 @@ def main(argv: list[str]) -> int:
     with os.fdopen(result_fd, "w", encoding="utf-8") as result:
         try:
             function = _load(hill_dir, entry)
-            _bind(function, params)
+            if not _binds_plainly(function, params):
+                _bind(function, params)
             from pathlib import Path
 
             value = function(Path(request["submission"]), final=request.get("final", False), **params)
             text = json.dumps({"ok": True, "value": value}, default=_jsonable)
         except BaseException as exc:
+            import traceback
+
             traceback.print_exc()
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
             result.write(text)

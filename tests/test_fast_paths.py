@@ -112,6 +112,8 @@ def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill)
     assert {name for name in modules if name.startswith("hills.commands.")} == {
         "hills.commands.eval", "hills.commands.fast", "hills.commands.output"}
     assert "hills.cli" not in modules and "hills.manpages" not in modules
+    # The manifest of an evaluated version comes from the sealed JSON cache.
+    assert "hills.manifest" not in modules and "hills.schema" not in modules
 
 
 def test_verify_imports_neither_click_nor_yaml(project, tmp_path):
@@ -131,3 +133,54 @@ def test_an_error_on_the_fast_path_points_at_the_help(shared_hill, program, argv
     assert result.code == 2, result.output
     assert result.err.splitlines() == ["error: --current and --force cannot be combined", f"hint: see '{prog} --help'"]
 
+
+def _wrapped(function):
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+# Evaluator signatures, the params they are called with, and whether they bind.
+SIGNATURES = [
+    ("def eval(submission, *, final=False, n=26, tolerance=1e-9): pass", {"n": 1, "tolerance": 0.1}, True),
+    ("def eval(submission, final=False, **params): pass", {"n": 1}, True),
+    ("def eval(submission, final, n): pass", {"n": 1}, True),
+    ("def eval(submission, /, final=False, *, n): pass", {"n": 1}, True),
+    ("def eval(submission, **params): pass", {}, True),
+    ("def eval(submission, *, final=False): pass", {"n": 1}, False),
+    ("def eval(submission, *, final=False, n): pass", {}, False),
+    ("def eval(submission, *, n=1): pass", {"n": 2}, False),
+    ("def eval(submission, other, *, final=False): pass", {}, False),
+    ("def eval(*args, **kwargs): pass", {}, False),
+    ("def eval(*, submission, final=False): pass", {}, False),
+    ("def eval(): pass", {}, False),
+    ("def eval(submission, a, /, final=False, **kw): pass", {"a": 1}, False),
+    ("def eval(submission, final=False, **kw): pass", {"submission": 1}, False),
+    ("def eval(submission, /, final=False, **kw): pass", {"submission": 1}, True),
+]
+
+
+@pytest.mark.parametrize("source, params, binds", SIGNATURES, ids=[row[0] for row in SIGNATURES])
+def test_the_shim_binds_a_plain_evaluator_without_inspect(source, params, binds):
+    import inspect
+
+    from hills import shim
+
+    namespace = {}
+    exec(source, namespace)
+    function = namespace["eval"]
+    try:
+        inspect.signature(function).bind("submission", final=False, **params)
+        bound = inspect.signature(function).parameters[next(iter(inspect.signature(function).parameters))].kind \
+            in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    except (TypeError, StopIteration):
+        bound = False
+    assert bound == binds
+    # Never a yes where inspect says no; a no only sends the call to inspect.
+    plainly = shim._binds_plainly(function, params)
+    assert plainly == binds or (binds and not plainly)
+    assert shim._binds_plainly(_wrapped(function), params) is False
