@@ -9,8 +9,9 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from . import git, names, state
+from . import git, state
 from .errors import UsageError
+from .names import validate_name
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -97,7 +98,7 @@ def resolve(name_or_path):
         if not _is_hill(path):
             raise UsageError(f"'{name_or_path}' is not a hill folder (no hill.yaml)")
         return _checked(Hill(path))
-    names.validate_name(name_or_path)
+    validate_name(name_or_path)
     for project in project_hills_dirs():
         path = os.path.join(project, name_or_path)
         if _is_hill(path):
@@ -220,7 +221,7 @@ def create(name, template="default", project_dir=None, populate=None):
 
     from . import uvenv
 
-    names.validate_name(name)
+    validate_name(name)
     source = shipped("examples").joinpath(template) if template and "/" not in template else None
     if populate is None and (source is None or not source.joinpath("hill.yaml").is_file()):
         raise UsageError(f"unknown template '{template}'",
