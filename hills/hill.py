@@ -38,28 +38,32 @@ class Hill:
 def working_manifest(hill_dir: str) -> dict:
     """manifest.load, remembered by the text of hill.yaml, the folder's name
     and the hills source (sealed JSON in machine state), so a command that
-    only needs the keys, a re-commit say, parses no YAML. Errors come from
+    only needs the keys, a re-commit say, loads no parser. Errors come from
     manifest.load, worded as ever; a machine without a key keeps nothing."""
     import hashlib
     import json
 
-    from . import manifest, report, yamlfile
+    from . import report, yamlfile
     from .errors import HillsError
 
+    path = os.path.join(hill_dir, "hill.yaml")
     try:
-        if state.existing_key() is None:
-            return manifest.load(hill_dir)
-        path = os.path.join(hill_dir, "hill.yaml")
-        text = yamlfile.read_text(path)
+        text = yamlfile.read_text(path) if state.existing_key() is not None else None
     except (OSError, HillsError):
-        return manifest.load(hill_dir)
+        text = None
     folder = os.path.basename(os.path.abspath(hill_dir))
-    key = hashlib.sha256(json.dumps([text, folder, report.tool_identity()["sha256"]]).encode()).hexdigest()
     where = hashlib.sha256(os.path.realpath(hill_dir).encode("utf-8", "surrogateescape")).hexdigest()[:24]
     remembered_path = os.path.join(state.home(), "cache", "manifest", where + ".json")
-    remembered = state.sealed_read(remembered_path)
-    if isinstance(remembered, dict) and remembered.get("key") == key and isinstance(remembered.get("manifest"), dict):
-        return remembered["manifest"]
+    key = hashlib.sha256(json.dumps([text, folder, report.tool_identity()["sha256"]]).encode()).hexdigest()
+    if text is not None:
+        remembered = state.sealed_read(remembered_path)
+        if isinstance(remembered, dict) and remembered.get("key") == key \
+                and isinstance(remembered.get("manifest"), dict):
+            return remembered["manifest"]
+    from . import manifest  # the parser, loaded only for a text not seen before
+
+    if text is None:
+        return manifest.load(hill_dir)
     spec = manifest.parse_text(text, path, folder)
     try:
         state.sealed_write(remembered_path, {"key": key, "manifest": spec})
