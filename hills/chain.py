@@ -255,7 +255,7 @@ def _fast_scan(data, key, head_seq, scan):
     position = 0
     seq = 0
     expect_prev = b'"prev":""'
-    given = None
+    given = b""
     head_mac = None
     loose = False  # a marker was found away from where only a top-level key can be
     while position < size:
@@ -550,7 +550,7 @@ def read(path, key=None, last=None):
     if lines[-1] == b"":
         lines.pop()
     first = 0 if last is None else max(0, len(lines) - last)
-    flagged = {}
+    flagged: dict[int, str] = {}
     if key is not None:
         report = verify(path, key)
         for problem in report.problems:

@@ -63,8 +63,8 @@ def run_checks(hill_dir, tests=True):
         return results
     results.append(Result("manifest", "ok", f"{spec['name']} {spec['version']}"))
 
-    problems = []
-    present = []
+    problems: list[str] = []
+    present: list[str] = []
     for required in ("README.md", "pyproject.toml"):
         (present if os.path.isfile(os.path.join(hill_dir, required)) else problems).append(required)
     shape = spec["evaluator"]["shape"]

@@ -324,7 +324,7 @@ def _worktree_blob(hill, rel):
 def audit_copies(hill, private_entries, files):
     """Refuse when a file about to be committed (`files`: {path: (blob id,
     size)}) holds the exact bytes of a private file."""
-    by_size = {}
+    by_size: dict[int, list[tuple[str, str]]] = {}
     for rel, (object_id, size) in files.items():
         by_size.setdefault(size, []).append((rel, object_id))
     for private_rel, entry in sorted(private_entries.items()):

@@ -261,8 +261,8 @@ def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     """`{"ref": "branch@sha", "dirty": bool}` when `folder` is inside a git
     checkout, else None. One git call. Never raises: lineage is metadata."""
     try:
-        exit_code, out = _git(["-C", os.fspath(folder), "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
-                               "--untracked-files=normal", "--", "."], clean_env(), None, None, (0, 128))
+        exit_code, out = _git(["-C", os.fspath(folder), "--no-optional-locks", "status", "--porcelain=v2", "--branch",
+                               "-z", "--untracked-files=normal", "--", "."], clean_env(), None, None, (0, 128))
     except (CommandFailed, EnvironmentProblem):
         return None
     if exit_code != 0:

@@ -107,7 +107,7 @@ def resolve(name_or_path):
         path = os.path.join(project, name_or_path)
         if _is_hill(path):
             return _checked(Hill(path))
-    candidates = []
+    candidates: list[str] = []
     for entry in state.load_registry()["hills"].get(name_or_path, []):
         if _is_hill(entry["path"]) and not any(state.same_path(entry["path"], seen) for seen in candidates):
             candidates.append(entry["path"])
@@ -124,7 +124,7 @@ def resolve(name_or_path):
 def known_names():
     """Names of the hills in the `.hills/` folders at or above the cwd and
     in the registry: what a mistyped name is compared with."""
-    names = set()
+    names: set[str] = set()
     for project in project_hills_dirs():
         try:
             names.update(entry for entry in os.listdir(project) if _is_hill(os.path.join(project, entry)))

@@ -184,7 +184,7 @@ PROBLEM_KEYS = Table("a mapping", strict=False, keys=(
 
 def _direction(where: At, values: dict[str, Any]) -> str:
     """The one direction the direction keys agree on."""
-    found = [(key, "max" if values[key] == (key != "lower_is_better") else "min")
+    found: list[tuple[str, str]] = [(key, "max" if values[key] == (key != "lower_is_better") else "min")
              for key in ("higher_is_better", "lower_is_better", "maximize") if key in values]
     if "direction" in values:
         found.append(("direction", values["direction"]))

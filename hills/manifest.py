@@ -357,6 +357,7 @@ def coerce_value(name, spec, value):
 def parse_cli_value(name, spec, text):
     """Turn the text of `-p name=text` into a typed, bounded value."""
     kind = spec["type"]
+    value: object
     if kind == "int":
         try:
             value = int(text, 10)
@@ -420,4 +421,4 @@ def load(hill_dir):
     return copy.deepcopy(_parsed[memo_key])
 
 
-_parsed = {}
+_parsed: dict[tuple[str, str, str], dict[str, Any]] = {}

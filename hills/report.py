@@ -87,7 +87,8 @@ def normalize_core(value: object, declared: Sequence[Mapping[str, Any]] = ()) ->
     if not isinstance(details, dict):
         raise Malformed("'details' must be a mapping")
     _check_json_finite(details, "details")
-    core: dict[str, Any] = {"passed": value["passed"], "metrics": core_metrics, "config": core_config, "details": details}
+    core: dict[str, Any] = {"passed": value["passed"], "metrics": core_metrics, "config": core_config,
+                            "details": details}
     if "instances" in value and value["instances"] is not None:
         instances = value["instances"]
         if not isinstance(instances, dict):

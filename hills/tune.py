@@ -58,7 +58,7 @@ class OptunaTuner:
                                          sampler=optuna.samplers.TPESampler(seed=seed))
         self.study.enqueue_trial(spaces.defaults(declaration))
         distributions = optuna.distributions
-        self.space = {}
+        self.space: dict[str, Any] = {}
         for name, spec in declaration.items():
             if spec["type"] == "categorical":
                 self.space[name] = distributions.CategoricalDistribution(spec["choices"])
@@ -80,7 +80,7 @@ class OptunaTuner:
             self.study.tell(handle, value)
 
 
-TUNERS = {"random": RandomTuner, "optuna": OptunaTuner}
+TUNERS: dict[str, type[RandomTuner] | type[OptunaTuner]] = {"random": RandomTuner, "optuna": OptunaTuner}
 
 
 class TrialEval(NamedTuple):

@@ -49,7 +49,8 @@ def _uv_env() -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], cwd: Path | str, extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], cwd: Path | str,
+         extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = _uv_env()
     if extra_env:
         env.update(extra_env)
