@@ -266,9 +266,9 @@ def man_definitions(section: str) -> dict[str, tuple[str, str]]:
     found = {}
     for entry in ("\n" + body).split("\n.TP\n")[1:]:
         term, _, rest = entry.partition("\n")
-        match = re.fullmatch(r"\\fB(\w+)\\fR(?: \((.*)\))?", term)
+        match = re.fullmatch(r"\.B \\fB(\w+)\\fP(?: \((.*)\))?", term)
         assert match, term
-        found[match.group(1)] = (match.group(2) or "", rest.split("\n.PP\n", 1)[0])
+        found[match.group(1)] = (match.group(2) or "", rest.split("\n.UNINDENT", 1)[0])
     return found
 
 
@@ -282,7 +282,7 @@ def test_the_key_table_is_the_man_page(section: str, table: schema.Table) -> Non
         inner = key.table()
         if inner is not None and inner is not manifest.PARAM_KEYS:
             for sub in inner.names():
-                assert f"\\fB{sub}\\fR" in body, f"{key.name}.{sub} is not in the page"
+                assert f"\\fB{sub}\\fP" in body, f"{key.name}.{sub} is not in the page"
 
 
 MANIFEST_PATHS = list(key_paths(manifest.KEYS))
