@@ -1,18 +1,28 @@
 """Freezing a hill: the gate, lock regeneration, and a commit built with a
 private index, write-tree, commit-tree and a compare-and-swap update-ref."""
 
+from __future__ import annotations
+
 import contextlib
 import os
 import stat as stat_module
+from typing import TYPE_CHECKING, Any
 
 from . import gate as gate_module, hill as hill_module, locks, state
 from .errors import Refused, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .check import Result
 
 BRANCH = "refs/heads/main"
 ZERO = "0" * 40
 
 
-def regenerate_locks(hill, cache=None, listing=None):
+def regenerate_locks(hill: hill_module.Hill, cache: locks.StatCache | None = None,
+                     listing: gate_module.Listing | None = None
+                     ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str], list[str]]:
     """Hash private/ and the blobs; write both lock files when they changed.
     `listing` is the hill's (regular, blobs) files when already listed.
 
@@ -41,7 +51,7 @@ def regenerate_locks(hill, cache=None, listing=None):
     return private_entries, blob_entries, sorted(regular), changed
 
 
-def build_tree(hill, regular):
+def build_tree(hill: hill_module.Hill, regular: list[str]) -> str:
     """Write the blobs of `regular` and a tree of them through a private index."""
     repo = hill.repo
     if not regular:
@@ -65,7 +75,8 @@ def build_tree(hill, regular):
                 os.unlink(leftover)
 
 
-def commit(hill, message, gate=True, progress=None):
+def commit(hill: hill_module.Hill, message: str, gate: bool = True,
+           progress: Callable[[Result], object] | None = None) -> dict[str, Any]:
     """Gate, lock, build and record a commit. Returns a dict for the CLI."""
     if not message or not message.strip():
         raise UsageError("empty commit message", hint="pass -m MESSAGE")
@@ -99,7 +110,7 @@ def commit(hill, message, gate=True, progress=None):
             args[2:2] = ["-p", parent]
         commit_id = hill.repo.run(*args).strip()
 
-        def record(registry):
+        def record(registry: dict[str, Any]) -> None:
             entry = state.registry_entry(registry, hill.name, hill.path, add=True)
             entry["tree_hash"] = tree_hash
 
@@ -118,7 +129,8 @@ def commit(hill, message, gate=True, progress=None):
             "private": private_entries, "blobs": blob_entries}
 
 
-def _sync_or_undo(hill, blob_entries, commit_id, parent):
+def _sync_or_undo(hill: hill_module.Hill, blob_entries: dict[str, dict[str, Any]], commit_id: str,
+                  parent: str | None) -> None:
     """sync_index after the ref moved; when it fails (a full disk, say), the
     ref goes back to `parent` and the index and excludes as they were, so a
     failed commit leaves the hill as it found it."""
@@ -144,7 +156,7 @@ def _sync_or_undo(hill, blob_entries, commit_id, parent):
         raise
 
 
-def sync_index(hill, blob_entries):
+def sync_index(hill: hill_module.Hill, blob_entries: dict[str, dict[str, Any]]) -> None:
     """Make `.vc/index` and the excludes match the new HEAD, so plain git
     commands see a clean hill and a fast status works during evals."""
     hill_module.write_excludes(hill.path, list(blob_entries))
@@ -152,7 +164,7 @@ def sync_index(hill, blob_entries):
     hill.repo.run("update-index", "-q", "--refresh", ok_codes=(0, 1))
 
 
-def _git_blob_id(path, size):
+def _git_blob_id(path: str, size: int) -> str:
     import hashlib
 
     digest = hashlib.sha1(b"blob %d\0" % size)
@@ -315,13 +327,14 @@ def _refuse_private_blobs(hill: hill_module.Hill, private_entries: dict[str, dic
                                "--all && git --git-dir=.vc gc --prune=now")
 
 
-def _worktree_blob(hill, rel):
+def _worktree_blob(hill: hill_module.Hill, rel: str) -> tuple[str, int]:
     full = os.path.join(hill.path, rel)
     size = os.path.getsize(full)
     return _git_blob_id(full, size), size
 
 
-def audit_copies(hill, private_entries, files):
+def audit_copies(hill: hill_module.Hill, private_entries: dict[str, dict[str, Any]],
+                 files: dict[str, tuple[str, int]]) -> None:
     """Refuse when a file about to be committed (`files`: {path: (blob id,
     size)}) holds the exact bytes of a private file."""
     by_size: dict[int, list[tuple[str, str]]] = {}

@@ -721,7 +721,7 @@ def _envelope(plan: EvalPlan, run_id: str) -> Report:
     """The report as it stands before the evaluator runs: buggy until a
     replicate says otherwise."""
     req, current = plan.request, plan.request.current
-    envelope = {
+    envelope: Report = {
         "hill": plan.hill.name, "tree_hash": None if current else plan.tree_hash,
         "commit": None if current else plan.head, "submission_hash": None, "submission_git": None, "passed": False,
         "status": "buggy", "reason": None, "config": [], "metrics": [], "details": {}, "params": plan.params,

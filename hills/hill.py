@@ -1,6 +1,8 @@
 """A hill on disk: finding it, creating it from a template, and listing the
 files that make up its git tree, its private data and its blobs."""
 
+from __future__ import annotations
+
 import os
 import pathlib
 import shutil
@@ -14,7 +16,9 @@ from .errors import UsageError
 from .names import validate_name
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
     from importlib.resources.abc import Traversable
+    from typing import Any
 
 HILLS_DIR = ".hills"
 # Kept out of every hill's tree; written at creation and at commit, never during an eval.
@@ -23,15 +27,15 @@ EXCLUDE_MARK = "# blobs (managed by hills commit)"
 
 
 class Hill:
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.path.abspath(path)
         self.name = os.path.basename(self.path)
         self.repo = git.Repo(self.path)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Hill({self.path!r})"
 
-    def manifest(self):
+    def manifest(self) -> dict[str, Any]:
         return working_manifest(self.path)
 
 
@@ -72,7 +76,7 @@ def working_manifest(hill_dir: str) -> dict:
     return spec
 
 
-def project_hills_dirs(start=None):
+def project_hills_dirs(start: str | None = None) -> list[str]:
     """Every `.hills` folder at or above `start` (the cwd), nearest first."""
     current = os.path.abspath(start or os.getcwd())
     found = []
@@ -86,11 +90,11 @@ def project_hills_dirs(start=None):
         current = parent
 
 
-def _is_hill(path):
+def _is_hill(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "hill.yaml"))
 
 
-def resolve(name_or_path):
+def resolve(name_or_path: str) -> Hill:
     """A hill by name or by path. A name is looked up in the nearest
     `.hills/` at or above the cwd that holds it, then in the registry, where
     several projects may each hold a hill of that name: then the caller
@@ -121,7 +125,7 @@ def resolve(name_or_path):
     raise UsageError(f"no hill named '{name_or_path}'", hint=_unknown_name_hint(name_or_path))
 
 
-def known_names():
+def known_names() -> list[str]:
     """Names of the hills in the `.hills/` folders at or above the cwd and
     in the registry: what a mistyped name is compared with."""
     names: set[str] = set()
@@ -134,7 +138,7 @@ def known_names():
     return sorted(names)
 
 
-def _unknown_name_hint(name):
+def _unknown_name_hint(name: str) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, known_names(), n=3, cutoff=0.75)
@@ -144,7 +148,7 @@ def _unknown_name_hint(name):
     return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
 
 
-def _checked(hill):
+def _checked(hill: Hill) -> Hill:
     if not os.path.isdir(os.path.join(hill.path, ".vc")):
         raise UsageError(f"hill '{hill.name}' has no version control folder '{os.path.join(hill.path, '.vc')}'",
                          hint="recreate the hill with 'hills new'")
@@ -195,7 +199,7 @@ def install_hook(hill_dir: str) -> None:
     state.atomic_write(os.path.join(hooks_dir, "pre-commit"), text, 0o755)
 
 
-def write_excludes(hill_dir, blob_paths=()):
+def write_excludes(hill_dir: str, blob_paths: Collection[str] = ()) -> None:
     """`.vc/info/exclude`: the fixed excludes plus the committed blobs."""
     lines = ["# written by hills: what never enters this hill's git tree"] + BASE_EXCLUDES
     if blob_paths:
@@ -212,11 +216,12 @@ def write_excludes(hill_dir, blob_paths=()):
     state.atomic_write(path, text)
 
 
-def _escape_glob(path):
+def _escape_glob(path: str) -> str:
     return "".join("\\" + ch if ch in "*?[]!#\\ " else ch for ch in path)
 
 
-def create(name, template="default", project_dir=None, populate=None):
+def create(name: str, template: str = "default", project_dir: str | None = None,
+           populate: Callable[[str], object] | None = None) -> dict[str, Any]:
     """Create `.hills/NAME` from a template; on any failure leave nothing.
 
     `populate(staging)`, when given, writes the hill files instead of a
@@ -243,7 +248,7 @@ def create(name, template="default", project_dir=None, populate=None):
     workdir = None
     moved = False
 
-    def register(registry):
+    def register(registry: dict[str, Any]) -> None:
         entry = state.registry_entry(registry, name, target, add=True)
         entry.clear()
         entry.update({"path": target, "tree_hash": None, "template": template})
@@ -292,7 +297,7 @@ def create(name, template="default", project_dir=None, populate=None):
     return {"path": target, "home_created": home_created, "template": template}
 
 
-def list_tree_files(hill):
+def list_tree_files(hill: Hill) -> tuple[list[str], list[str]]:
     """Hill files that belong in the git tree or in blobs.lock.
 
     Uses the hill's `.gitignore` files and the fixed excludes against an empty
@@ -328,11 +333,11 @@ def list_tree_files(hill):
 ALWAYS_IN_TREE = ("hill.yaml", "README.md", "pyproject.toml", "uv.lock", "private.lock", "blobs.lock")
 
 
-def manifest_locks(rel):
+def manifest_locks(rel: str) -> bool:
     return rel in ALWAYS_IN_TREE
 
 
-def manifest_blob(rel, size, rules):
+def manifest_blob(rel: str, size: int, rules: Mapping[str, Any]) -> bool:
     from .locks import is_blob
 
     return is_blob(rel, size, rules)

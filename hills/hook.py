@@ -1,13 +1,15 @@
 """The pre-commit hook: the same gate and lock regeneration as `hills commit`
 for a plain `git --git-dir=.vc --work-tree=. commit`."""
 
+from __future__ import annotations
+
 import os
 
 from . import commit, gate, hill as hill_module, locks
 from .errors import Refused, UsageError
 
 
-def pre_commit(work_tree):
+def pre_commit(work_tree: str) -> None:
     hill_dir = os.path.abspath(work_tree)
     if not os.path.isfile(os.path.join(hill_dir, "hill.yaml")):
         raise UsageError(f"'{hill_dir}' is not a hill folder (no hill.yaml)",
@@ -55,7 +57,7 @@ def pre_commit(work_tree):
                       + " ".join(stale))
 
 
-def _staged_blobs(target, index_env):
+def _staged_blobs(target: hill_module.Hill, index_env: dict[str, str] | None) -> dict[str, tuple[str, int]]:
     """{path: (blob id, size)} of what the index being committed holds."""
     ids = {path: object_id for path, (mode, object_id) in target.repo.ls_index(index_env).items()
            if mode.startswith("100")}

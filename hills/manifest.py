@@ -28,7 +28,7 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, 
                "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
 
 
-def _plain(node):
+def _plain(node: Any) -> Any:
     """ruamel round-trip nodes to plain Python values."""
     if isinstance(node, dict):
         return {str(k): _plain(v) for k, v in node.items()}
@@ -322,7 +322,7 @@ def key_docs(table: Table = KEYS) -> dict[str, tuple[str, str]]:
     return docs(table)
 
 
-def coerce_value(name, spec, value):
+def coerce_value(name: str, spec: dict[str, Any], value: Any) -> Any:
     """Check `value` (already typed, from YAML or JSON) against a param spec."""
     kind = spec["type"]
     if kind == "int":
@@ -354,7 +354,7 @@ def coerce_value(name, spec, value):
     return value
 
 
-def parse_cli_value(name, spec, text):
+def parse_cli_value(name: str, spec: dict[str, Any], text: str) -> Any:
     """Turn the text of `-p name=text` into a typed, bounded value."""
     kind = spec["type"]
     value: object
@@ -399,13 +399,13 @@ def validate(raw: Any, source: str, folder_name: str | None = None) -> dict[str,
     return spec
 
 
-def parse_text(text, source, folder_name=None):
+def parse_text(text: str, source: str, folder_name: str | None = None) -> dict[str, Any]:
     """Parse hill.yaml text (round-trip loader, within yamlfile's bounds)
     and validate it."""
     return validate(_plain(yamlfile.load(text, source, typ="rt")), source, folder_name)
 
 
-def load(hill_dir):
+def load(hill_dir: str) -> dict[str, Any]:
     path = os.path.join(hill_dir, "hill.yaml")
     try:
         text = yamlfile.read_text(path)

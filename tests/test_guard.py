@@ -204,6 +204,9 @@ def _assigned_keys(function, variable):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
                 isinstance(target, ast.Name) and target.id == variable for target in node.targets):
             keys |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict)
+                and isinstance(node.target, ast.Name) and node.target.id == variable):
+            keys |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
         if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
                 and isinstance(node.value, ast.Name) and node.value.id == variable
                 and isinstance(node.slice, ast.Constant)):
