@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # Verbs declared as plain data (hills.commands.fast), and the standalone
 # name of each that has one.
-FAST = {"eval": "hills-eval", "verify": None}
+FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit"}
 
 
 def main() -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import run_cli
+from conftest import run_bin, run_cli
 from hills import cli
+from hills.commands import commit as commit_command
 from hills.commands import eval as eval_command
 from hills.commands import verify as verify_command
 
@@ -53,7 +54,19 @@ VERIFY_ARGV = [
     (["--nope", "r.json"], False),
     (["r.json", "-h"], False),
 ]
-CASES = [("eval", argv, fast) for argv, fast in EVAL_ARGV] + [("verify", argv, fast) for argv, fast in VERIFY_ARGV]
+COMMIT_ARGV = [
+    (["cp", "-m", "first version"], True),
+    (["-m", "first version", "cp"], True),
+    (["cp", "--message=a", "-mb"], True),
+    (["cp"], False),
+    (["-m", "x"], False),
+    (["cp", "-m"], False),
+    (["cp", "-m", "x", "extra"], False),
+    (["cp", "-m", "x", "--help"], False),
+]
+MODULES = {"eval": eval_command, "verify": verify_command, "commit": commit_command}
+CASES = ([("eval", argv, fast) for argv, fast in EVAL_ARGV] + [("verify", argv, fast) for argv, fast in VERIFY_ARGV]
+         + [("commit", argv, fast) for argv, fast in COMMIT_ARGV])
 
 
 @pytest.mark.parametrize("verb, argv, fast", CASES, ids=[f"{verb} {' '.join(argv)}" for verb, argv, _ in CASES])
@@ -61,7 +74,7 @@ def test_the_fast_parse_is_clicks_parse(tmp_path, monkeypatch, verb, argv, fast)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
     (tmp_path / "file.txt").write_text("x\n", encoding="utf-8")
-    module = {"eval": eval_command, "verify": verify_command}[verb]
+    module = MODULES[verb]
     parsed = module.DECLARED.parse(argv)
     assert (parsed is not None) == fast, parsed
     try:
@@ -74,7 +87,7 @@ def test_the_fast_parse_is_clicks_parse(tmp_path, monkeypatch, verb, argv, fast)
 
 
 def test_the_declared_commands_are_the_registered_ones():
-    for verb, module in (("eval", eval_command), ("verify", verify_command)):
+    for verb, module in MODULES.items():
         assert cli.get(verb) is module.command and module.command.name == verb
         assert [param.name for param in module.command.params] == [param.dest for param in module.DECLARED.params]
 
@@ -114,6 +127,25 @@ def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill)
     assert "hills.cli" not in modules and "hills.manpages" not in modules
     # The manifest of an evaluated version comes from the sealed JSON cache.
     assert "hills.manifest" not in modules and "hills.schema" not in modules
+
+
+def test_a_remembered_recommit_imports_neither_click_nor_yaml(shared_hill):
+    note = shared_hill / "notes.txt"
+    try:
+        # Each gate runs once and is remembered, in the environment of the
+        # measured run below (PYTHONPATH is part of what a gate depends on).
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        for text in ("one\n", "two\n"):
+            note.write_text(text)
+            assert run_bin("hills", "commit", shared_hill.name, "-m", f"note {text.strip()}", env=env).code == 0
+        note.write_text("one\n")
+        modules = _modules_after(f"from hills import entry\ncode = entry.run('hills', ['commit', {shared_hill.name!r}, "
+                                 "'-m', 'note one again'])\nassert code == 0, code", cwd=os.getcwd())
+    finally:
+        note.unlink()
+        assert run_cli("commit", shared_hill.name, "-m", "no note").code == 0
+    assert "hills.commit" in modules and "hills.gate" in modules
+    assert _heavy(modules) == [] and "hills.cli" not in modules
 
 
 def test_verify_imports_neither_click_nor_yaml(project, tmp_path):

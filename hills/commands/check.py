@@ -8,7 +8,7 @@ import click
 
 from .. import errors
 from .options import CONTEXT, hill_argument, json_option
-from .output import emit, emit_json
+from .output import check_line, emit, emit_json
 
 if TYPE_CHECKING:
     from ..check import Result
@@ -44,9 +44,3 @@ def render(hill_name: str, results: list[Result]) -> None:
         emit(check_line(result))
     emit()
     emit(f"{hill_name}: " + ("all checks passed" if not failed else f"{len(failed)} check(s) failed"))
-
-
-def check_line(result: Result) -> str:
-    """One check's line, as `hills check` and the commit gate print it."""
-    label = {"ok": "ok", "fail": "FAIL", "warn": "warn"}[result.status]
-    return f"  {label:<5} {result.name:<19} {result.detail}"

@@ -1,18 +1,14 @@
-"""`hills commit`: gate a hill, regenerate its locks and record a commit."""
+"""`hills commit`: gate a hill, regenerate its locks and record a commit.
+Declared as plain data (hills.commands.fast): a re-commit whose gate is
+remembered starts without click."""
 
-import click
+from __future__ import annotations
 
 from .. import errors
-from .check import check_line
-from .options import CONTEXT, hill_argument
-from .output import emit, say
+from . import fast
+from .output import check_line, emit, say
 
-
-@click.command("commit", context_settings=CONTEXT)
-@hill_argument
-@click.option("-m", "--message", required=True, help="The commit message.")
-def command(name: str, message: str) -> int:
-    """Freeze a hill: gate, regenerate locks, record a commit.
+HELP = """Freeze a hill: gate, regenerate locks, record a commit.
 
     Runs every check as a gate, regenerates private.lock and blobs.lock from
     disk, builds the tree with a private index and records the commit with
@@ -20,6 +16,15 @@ def command(name: str, message: str) -> int:
     private/ and no blob ever becomes a git object. Prints the tree hash and
     the commit id on stdout.
     """
+
+DECLARED = fast.Declared("commit", HELP, [
+    fast.Argument("name", metavar="NAME"),
+    fast.Option("message", "-m", "--message", help="The commit message.", metavar="TEXT", required=True),
+])
+
+
+def run(name: str, message: str) -> int:
+    """The command: gate, lock and commit; the new version on stdout."""
     from .. import commit, hill
 
     target = hill.resolve(name)
@@ -40,3 +45,10 @@ def render(result: dict) -> None:
     say(f"  commit     {result['commit']}")
     emit(result["tree_hash"])
     emit(result["commit"])
+
+
+def __getattr__(name: str) -> object:
+    # The click command is built on first use: the fast path never needs it.
+    if name == "command":
+        return DECLARED.click_command(run)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
