@@ -1,5 +1,7 @@
 """`hills check`: the checks a hill must pass before it can be committed."""
 
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -9,25 +11,29 @@ import subprocess
 from . import uvenv
 from .errors import HillsError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 SHIM = os.path.join(os.path.dirname(__file__), "shim.py")
 TEST_RUNNER = os.path.join(os.path.dirname(__file__), "testrunner.py")
 TEST_TIMEOUT = 600
 
 
 class Result:
-    def __init__(self, name, status, detail):
+    def __init__(self, name: str, status: str, detail: str) -> None:
         self.name, self.status, self.detail = name, status, detail
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, str]:
         return {"check": self.name, "status": self.status, "detail": self.detail}
 
 
-def hill_python(hill_name, hill_dir):
+def hill_python(hill_name: str, hill_dir: str) -> str:
     """The interpreter of the environment built from the hill's working files."""
     return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
 
 
-def check_env():
+def check_env() -> dict[str, str]:
     """The environment of checks run in a hill's interpreter: `hills.sdk`
     and `hills.spaces` importable as in an eval, and no bytecode written
     into the environment (it would break its seal)."""
@@ -38,7 +44,7 @@ def check_env():
     return env
 
 
-def bind(python, hill_dir, entry, params):
+def bind(python: str, hill_dir: str, entry: str, params: dict[str, Any]) -> dict[str, Any]:
     request = json.dumps({"hill_dir": hill_dir, "entry": entry, "params": params})
     env = check_env()
     done = subprocess.run([python, SHIM, "bind", request], cwd=hill_dir, stdin=subprocess.DEVNULL, env=env,
@@ -49,7 +55,7 @@ def bind(python, hill_dir, entry, params):
         return {"ok": False, "error": (done.stderr.strip() or "the shim printed nothing")[-500:]}
 
 
-def run_checks(hill_dir, tests=True):
+def run_checks(hill_dir: str, tests: bool = True) -> list[Result]:
     """Run every check in order; later checks are skipped once one fails that
     they depend on. Returns a list of Result."""
     results = []
@@ -123,7 +129,7 @@ def run_checks(hill_dir, tests=True):
 AUTHOR_NOTE = "For the hill's author:"
 
 
-def readme_check(hill_dir):
+def readme_check(hill_dir: str) -> Result:
     """A failure, which does not stop the checks after it, while README.md
     still holds the template's note to the hill's author."""
     try:
@@ -137,7 +143,7 @@ def readme_check(hill_dir):
     return Result("readme", "ok", "README.md holds the task, no template note")
 
 
-def isolation_check(spec):
+def isolation_check(spec: dict[str, Any]) -> Result:
     """A warning, never a failure: without bubblewrap evals still run, and
     their reports say they were not isolated."""
     from . import sandbox
@@ -153,7 +159,7 @@ def isolation_check(spec):
                                        "(install the Debian package 'bubblewrap')")
 
 
-def run_tests(python, hill_dir):
+def run_tests(python: str, hill_dir: str) -> Result:
     try:
         done = subprocess.run([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
                               env=check_env(),

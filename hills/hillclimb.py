@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from . import yamlfile
@@ -41,7 +42,7 @@ SKIPPED = {".git", ".vc", "__pycache__", ".pytest_cache", ".venv", ".mypy_cache"
 PLACEHOLDERS = {"python": '"$HILLS_PYTHON"', "solution": '"$HILLS_SOLUTION"', "result": '"$HILLS_RESULT"'}
 
 
-def _load_yaml(path):
+def _load_yaml(path: str) -> dict[str, Any]:
     data = yamlfile.load(yamlfile.read_text(path), path, typ="safe")
     if data is None:
         data = {}
@@ -355,7 +356,7 @@ def read_problem(source_dir: str) -> dict[str, Any]:
     }
 
 
-def _read_requirements(path):
+def _read_requirements(path: str) -> list[str]:
     """Requirement specifiers of a requirements.txt, for pyproject.toml."""
     found = []
     with open(path, encoding="utf-8") as handle:
@@ -372,7 +373,7 @@ def _read_requirements(path):
 
 # ---------------------------------------------------------------- writing
 
-def import_problem(source_dir, staging_dir, name=None):
+def import_problem(source_dir: str, staging_dir: str, name: str | None = None) -> dict[str, Any]:
     """Write the hill files for the hillclimb problem `source_dir` into
     `staging_dir` (created, must not exist). Returns what was done:
     {problem, shape, entry, private, examples, notes, warnings}."""
@@ -406,7 +407,7 @@ def import_problem(source_dir, staging_dir, name=None):
     if os.path.isdir(os.path.join(source, "private")):
         notes.append("the problem's own `private/` folder is held out by hills (bound by private.lock, never in git)")
 
-    def generated_name(preferred, fallback):
+    def generated_name(preferred: str, fallback: str) -> str:
         return fallback if os.path.lexists(os.path.join(source, preferred)) else preferred
 
     os.makedirs(staging_dir)
@@ -457,7 +458,8 @@ def import_problem(source_dir, staging_dir, name=None):
             "warnings": problem["warnings"]}
 
 
-def new_hill(name, source_dir, project_dir=None, warn=None):
+def new_hill(name: str, source_dir: str, project_dir: str | None = None,
+             warn: Callable[[str], object] | None = None) -> dict[str, Any]:
     """`hills new NAME --from-hillclimb DIR`: check the problem first (so a bad
     one leaves nothing), then create the hill through hill.create."""
     from . import hill
@@ -468,7 +470,7 @@ def new_hill(name, source_dir, project_dir=None, warn=None):
             warn(f"warning: {warning}")
     summary = {}
 
-    def populate(staging):
+    def populate(staging: str) -> None:
         summary.update(import_problem(problem["source"], staging, name=name))
 
     created = hill.create(name, "hillclimb", project_dir=project_dir, populate=populate)
@@ -476,8 +478,8 @@ def new_hill(name, source_dir, project_dir=None, warn=None):
     return created
 
 
-def _copy_problem(source, staging, skip, renamed):
-    def ignore(folder, names):
+def _copy_problem(source: str, staging: str, skip: set[str], renamed: dict[str, str]) -> None:
+    def ignore(folder: str, names: list[str]) -> set[str]:
         rel_folder = os.path.relpath(folder, source).replace(os.sep, "/")
         ignored = set()
         for entry in names:
@@ -498,7 +500,7 @@ def _copy_problem(source, staging, skip, renamed):
             shutil.copy2(origin, os.path.join(staging, new))
 
 
-def _write(staging, rel, text, executable=False):
+def _write(staging: str, rel: str, text: str, executable: bool = False) -> None:
     path = os.path.join(staging, rel)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -506,7 +508,7 @@ def _write(staging, rel, text, executable=False):
         os.chmod(path, 0o755)
 
 
-def _is_shell(path):
+def _is_shell(path: str) -> bool:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             first = handle.readline()
@@ -517,7 +519,7 @@ def _is_shell(path):
     return bool(re.search(r"\b(ba)?sh\b", first))
 
 
-def _quote(token, problem):
+def _quote(token: str, problem: dict[str, Any]) -> str:
     """One argv token as a bash word: {python}, {solution} and {result} become
     the HILLS_* variables, a problem file becomes its path under ./problem."""
     if "{" not in token:
@@ -530,7 +532,7 @@ def _quote(token, problem):
                    (shlex.quote(p) if p else "") for p in parts)
 
 
-def _verifier_wrapper(problem):
+def _verifier_wrapper(problem: dict[str, Any]) -> str:
     verifier = "problem/" + problem["verifier"]
     runner = f"bash {shlex.quote(verifier)}" if _is_shell(os.path.join(problem["source"], problem["verifier"])) \
         else shlex.quote(verifier)
@@ -548,7 +550,7 @@ def _verifier_wrapper(problem):
     return "\n".join(lines) + "\n"
 
 
-def _two_step_script(problem, needs_layout):
+def _two_step_script(problem: dict[str, Any], needs_layout: bool) -> str:
     run = problem["run"] or ["{python}", "{solution}"]
     run_words = " ".join(_quote(token, problem) for token in run)
     score_words = " ".join(_quote(token, problem) for token in problem["score"])
@@ -610,7 +612,7 @@ def _two_step_script(problem, needs_layout):
     return "\n".join(lines) + "\n"
 
 
-def _layout_script(problem):
+def _layout_script(problem: dict[str, Any]) -> str:
     private = {rel: "private/" + rel for rel in problem["private"]}
     holdout = {rel: "private/" + rel for rel in problem["holdout_inputs"]}
     own_private = os.path.isdir(os.path.join(problem["source"], "private"))
@@ -697,7 +699,7 @@ if __name__ == "__main__":
 '''
 
 
-def _write_examples(problem, staging):
+def _write_examples(problem: dict[str, Any], staging: str) -> list[str]:
     """examples/<name>/solution.py from the problem's baseline; returns the
     example names, the one the hill's test scores first."""
     source = problem["source"]
@@ -728,7 +730,7 @@ def _write_examples(problem, staging):
     return names
 
 
-def _pyproject(name, dependencies):
+def _pyproject(name: str, dependencies: list[str]) -> str:
     import tomli_w
 
     return ("# The evaluator's environment, from the hillclimb problem's requirements.\n"
@@ -736,11 +738,12 @@ def _pyproject(name, dependencies):
                                          "dependencies": dependencies}}))
 
 
-def _yaml_string(text):
+def _yaml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _hill_yaml(name, problem, entry, timeout, unit_tests):
+def _hill_yaml(name: str, problem: dict[str, Any], entry: list[str], timeout: int,
+               unit_tests: dict[str, Any] | None) -> str:
     description = f"hillclimb problem {problem['problem_id']}: " + \
         ("maximise " if problem["direction"] == "max" else "minimise ") + problem["metric"]
     lines = [
@@ -771,7 +774,7 @@ def _hill_yaml(name, problem, entry, timeout, unit_tests):
     return "\n".join(lines) + "\n"
 
 
-def _hill_test(problem, entry, example, timeout):
+def _hill_test(problem: dict[str, Any], entry: list[str], example: str, timeout: int) -> str:
     return HILL_TEST.replace("@ENTRY@", json.dumps(entry)) \
         .replace("@EXAMPLE@", json.dumps(example)) \
         .replace("@HOLDOUT@", "True" if problem["holdout"] else "False") \
@@ -836,16 +839,17 @@ def test_example_scores_on_holdout(tmp_path):
 '''
 
 
-def _paragraph(text):
+def _paragraph(text: str) -> str:
     return textwrap.fill(text, width=78, break_long_words=False, break_on_hyphens=False)
 
 
-def _bullet(text):
+def _bullet(text: str) -> str:
     return textwrap.fill(text, width=78, initial_indent="- ", subsequent_indent="  ",
                          break_long_words=False, break_on_hyphens=False)
 
 
-def _readme(problem, entry, examples, held_out, notes):
+def _readme(problem: dict[str, Any], entry: list[str], examples: list[str], held_out: dict[str, str],
+            notes: list[str]) -> str:
     source = problem["source"]
     with open(os.path.join(source, problem["description"]), encoding="utf-8") as handle:
         description = handle.read().strip()

@@ -4,20 +4,25 @@ Every trial is a real `hills eval` (a signed, logged report carrying its
 knob values), run as its own process so parallel trials cannot reach each
 other's evaluators. The candidate's score is its best passing trial."""
 
+from __future__ import annotations
+
 import concurrent.futures
 import json
 import os
 import random
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import rank, signing, spaces, state
 from .errors import EXIT_NOT_SCORED, EnvironmentProblem, NotScored, UsageError
 
+if TYPE_CHECKING:
+    from .hill import Hill
 
-def load_declaration(submission):
+
+def load_declaration(submission: str) -> dict[str, dict[str, Any]]:
     declaration, warning = spaces.load(submission)
     if declaration is None:
         raise UsageError(warning or f"submission '{submission}' has no params.json declaring knobs",
@@ -30,22 +35,22 @@ class RandomTuner:
     """The first trial is the declared defaults, then uniform random points
     (log-uniform where `log` is set)."""
 
-    def __init__(self, declaration, direction, seed=None):
+    def __init__(self, declaration: dict[str, dict[str, Any]], direction: str, seed: int | None = None) -> None:
         self.declaration = declaration
         self.rng = random.Random(seed)
         self.asked = 0
 
-    def ask(self):
+    def ask(self) -> tuple[None, dict[str, Any]]:
         self.asked += 1
         values = spaces.defaults(self.declaration) if self.asked == 1 else spaces.sample(self.declaration, self.rng)
         return None, values
 
-    def tell(self, handle, value):
+    def tell(self, handle: object, value: float | None) -> None:
         pass
 
 
 class OptunaTuner:
-    def __init__(self, declaration, direction, seed=None):
+    def __init__(self, declaration: dict[str, dict[str, Any]], direction: str, seed: int | None = None) -> None:
         try:
             import optuna
         except ImportError:
@@ -69,11 +74,11 @@ class OptunaTuner:
                 self.space[name] = distributions.FloatDistribution(spec["low"], spec["high"], log=spec["log"],
                                                                    step=spec.get("step"))
 
-    def ask(self):
+    def ask(self) -> tuple[Any, dict[str, Any]]:
         trial = self.study.ask(self.space)
         return trial, dict(trial.params)
 
-    def tell(self, handle, value):
+    def tell(self, handle: Any, value: float | None) -> None:
         if value is None:
             self.study.tell(handle, state=self.optuna.trial.TrialState.FAIL)
         else:
@@ -118,8 +123,9 @@ def run_trial(hill_path: str, submission: str, values: Mapping[str, Any], params
     return TrialEval(report)
 
 
-def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), final=False, seed=None,
-         progress=lambda line: None):
+def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", parallel: int = 1,
+         params: Iterable[str] = (), final: bool = False, seed: int | None = None,
+         progress: Callable[[str], object] = lambda line: None) -> dict[str, Any]:
     if budget < 1:
         raise UsageError(f"--budget expects at least 1 trial, got {budget}")
     if parallel < 1:
@@ -142,7 +148,8 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     trials = []
 
-    def record(index, values, report, error):
+    def record(index: int, values: dict[str, Any], report: dict[str, Any] | None,
+               error: str | None) -> dict[str, Any]:
         entry = {"trial": index, "knobs": values, "status": report["status"] if report else "error",
                  "metrics": report["metrics"] if report else [], "reason": (report or {}).get("reason") or error,
                  "run_id": report["run_id"] if report else None, "report": report}
@@ -197,7 +204,7 @@ def tune(hill, submission, budget, tuner_name="random", parallel=1, params=(), f
     return result
 
 
-def _direction(hill, first_report):
+def _direction(hill: Hill, first_report: dict[str, Any] | None) -> str:
     """The first metric's direction: from trial 0's report, else from the
     hill's declared metrics, else max."""
     if first_report and first_report.get("metrics"):
@@ -209,7 +216,7 @@ def _direction(hill, first_report):
     return declared[0]["direction"] if declared else "max"
 
 
-def _best(trials, key):
+def _best(trials: list[dict[str, Any]], key: bytes) -> dict[str, Any] | None:
     """The best passing trial with a valid signature, official or not (an
     approval of another version makes every trial unofficial, but the
     candidate still has a best trial), ranked like `hills rank`."""
@@ -225,7 +232,7 @@ def _best(trials, key):
     return min(candidates, key=lambda t: (rank.sort_key(t["report"], order), t["trial"]))
 
 
-def _score(report):
+def _score(report: dict[str, Any] | None) -> float | None:
     if not report or report.get("status") != "passing" or not report.get("metrics"):
         return None
     return report["metrics"][0]["value"]
