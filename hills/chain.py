@@ -23,17 +23,23 @@ machine key; it is how a cleanly cut tail is noticed. `<log>.lock` is the
 flock every append holds.
 """
 
+from __future__ import annotations
+
 import errno
 import fcntl
 import hashlib
 import hmac
 import json
 import os
-from typing import Callable, NamedTuple
 
 from .errors import Refused, UsageError
+from .records import frozen
 from .signing import canonical_json
 from .state import atomic_write, file_lock, write_problem
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SCHEME = "hmac-sha256:"
 RESERVED = ("seq", "prev", "mac")
@@ -441,7 +447,8 @@ def _against_head(head: dict | None, head_problem: str | None, scan: _Scan, prob
     return found
 
 
-class Resumed(NamedTuple):
+@frozen
+class Resumed:
     """A check of the lines of a log past a mark: its report, those lines
     parsed, and the mark of the last of them ({seq, mac, end})."""
 

@@ -1,28 +1,37 @@
 """The command shape of evaluators (hillclimb verifiers): the environment it
 runs in, and the result file it must write, checked key by key."""
 
+from __future__ import annotations
+
 import json
 import math
 import os
-from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from .report import Malformed
 from .signing import json_kind
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, NamedTuple
+
+    class VerifierResult(NamedTuple):
+        """A verifier's result file, checked: the score, the side metrics kept
+        and the names of those dropped (not finite numbers), and the optional
+        instances and report block."""
+
+        score: float
+        side: dict[str, float]
+        dropped: list[str]
+        instances: dict[str, float] | None
+        report: dict[str, Any] | None
+else:
+    # The same tuple as the declaration above, without importing typing.
+    from collections import namedtuple
+
+    VerifierResult = namedtuple("VerifierResult", "score side dropped instances report")
+
 RESERVED = ("score", "instances", "report")
-
-
-class VerifierResult(NamedTuple):
-    """A verifier's result file, checked: the score, the side metrics kept
-    and the names of those dropped (not finite numbers), and the optional
-    instances and report block."""
-
-    score: float
-    side: dict[str, float]
-    dropped: list[str]
-    instances: dict[str, float] | None
-    report: dict[str, Any] | None
 
 
 def _finite_number(value: object) -> bool:

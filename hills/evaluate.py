@@ -10,15 +10,12 @@ log is open."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
-import secrets
 import shutil
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ContextManager
+from collections.abc import Mapping
 
 # manifest (and the YAML it reads) is imported where it is needed: an eval
 # of a committed version reads its manifest from the sealed JSON cache.
@@ -27,9 +24,19 @@ from . import (chain, command, locks, replicates, report as report_module, runne
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
 from .git import lineage
+from .records import frozen
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, ContextManager
+
     from .hill import Hill
+
+    Say = Callable[[str], None]
+    Spec = dict[str, Any]  # a parsed hill.yaml (manifest.py)
+    Report = dict[str, Any]
+    Locks = dict[str, dict[str, Any]]  # lock file name -> its entries
 
 NOTES_REF = "refs/notes/hills/reports"
 KEEP_RUNS = 20
@@ -41,17 +48,12 @@ ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM
              "NVIDIA_VISIBLE_DEVICES")
 
 
-Say = Callable[[str], None]
-Spec = dict[str, Any]  # a parsed hill.yaml (manifest.py)
-Report = dict[str, Any]
-Locks = dict[str, dict[str, Any]]  # lock file name -> its entries
-
 
 def _quiet(message: str) -> None:
     """The default `say`: an eval run as a library call says nothing."""
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class EvalRequest:
     """What the user asked for: score the folder `submission` against `hill`."""
 
@@ -76,7 +78,7 @@ class EvalRequest:
             object.__setattr__(self, "knobs", tuple(self.knobs))
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class EvalPlan:
     """What an eval will score and where it is logged, resolved before
     anything runs: the pinned version, its manifest, the params and knob
@@ -106,7 +108,7 @@ class EvalPlan:
         return self.spec["final"]["budget"] if self.request.final else None
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class EvalContext:
     """Everything a replicate needs, built once by `build_context` when the
     run folder holds the hill and the snapshot: the interpreter of the
@@ -129,7 +131,7 @@ class EvalContext:
     confinement: sandbox.Confinement
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Replicate:
     """One replicate's own copy of the submission and its environment."""
 
@@ -139,7 +141,7 @@ class Replicate:
     env: Mapping[str, str]  # added to the evaluator's environment
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RunResult:
     """What one replicate's evaluator gave: the report core (None when it
     gave none), its status and reason, and how its process ended."""
@@ -151,7 +153,7 @@ class RunResult:
     core: dict[str, Any] | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class UnitTestsResult:
     """The frozen unit tests' verdict on a submission; `record` is what the
     report keeps of their run (None when they could not be started)."""
@@ -165,7 +167,7 @@ class UnitTestsResult:
         return self.status == "passing"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Runs:
     """The replicates of one eval, together: the cores of those that scored,
     the status and reason of the last, and what they cost."""
@@ -178,7 +180,7 @@ class Runs:
     unit_tests: UnitTestsResult | None  # None when they did not run
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Outcome:
     """How an eval ended, on every path once its attempts log was open:
     the report (signed and logged) and the exit code; for an eval that was
@@ -252,7 +254,7 @@ def is_dirty(hill: Hill) -> list[str]:
 
 
 def _run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + os.urandom(4).hex()
 
 
 def materialize(hill: Hill, rev: str, run_hill_dir: str) -> None:

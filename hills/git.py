@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import TYPE_CHECKING, Literal, overload
 
 from .errors import CommandFailed, EnvironmentProblem
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
     from pathlib import Path
+    from typing import Literal, overload
 
 # Pinned so a commit made by hills never depends on the caller's git config.
 _IDENTITY = {
@@ -68,15 +69,16 @@ class Repo:
         self.work_tree = os.fspath(work_tree)
         self.git_dir = os.fspath(git_dir or os.path.join(self.work_tree, ".vc"))
 
-    @overload
-    def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
-            env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
-            binary: Literal[False] = False) -> str: ...
+    if TYPE_CHECKING:
+        @overload
+        def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
+                env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
+                binary: Literal[False] = False) -> str: ...
 
-    @overload
-    def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
-            env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
-            binary: Literal[True]) -> bytes: ...
+        @overload
+        def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
+                env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
+                binary: Literal[True]) -> bytes: ...
 
     def run(self, subcommand: str, *args: object, input: str | bytes | None = None,
             env: Mapping[str, str] | None = None, ok_codes: Collection[int] = (0,),
@@ -147,13 +149,14 @@ class Repo:
             return None
         return tree
 
-    @overload
-    def show_blob(self, rev: str, path: str, binary: Literal[False] = False,
-                  env: Mapping[str, str] | None = None) -> str | None: ...
+    if TYPE_CHECKING:
+        @overload
+        def show_blob(self, rev: str, path: str, binary: Literal[False] = False,
+                      env: Mapping[str, str] | None = None) -> str | None: ...
 
-    @overload
-    def show_blob(self, rev: str, path: str, binary: Literal[True],
-                  env: Mapping[str, str] | None = None) -> bytes | None: ...
+        @overload
+        def show_blob(self, rev: str, path: str, binary: Literal[True],
+                      env: Mapping[str, str] | None = None) -> bytes | None: ...
 
     def show_blob(self, rev: str, path: str, binary: bool = False,
                   env: Mapping[str, str] | None = None) -> str | bytes | None:

@@ -4,17 +4,15 @@ files that make up its git tree, its private data and its blobs."""
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
 import stat as stat_module
 import sys
-import tempfile
-from typing import TYPE_CHECKING
 
 from . import git, state
 from .errors import UsageError
 from .names import validate_name
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping
     from importlib.resources.abc import Traversable
@@ -166,6 +164,7 @@ def shipped(folder: str) -> "Traversable":
     the package from hills/ itself, which holds no copy: there the folder is
     the top-level one beside the package."""
     import importlib.resources
+    import pathlib
 
     package = importlib.resources.files(__package__)
     inside = package.joinpath(folder)
@@ -227,6 +226,7 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
     `populate(staging)`, when given, writes the hill files instead of a
     template (`hills new --from-hillclimb`); `template` then only labels it."""
     import importlib.resources
+    import tempfile
 
     from . import uvenv
 
@@ -306,6 +306,8 @@ def list_tree_files(hill: Hill) -> tuple[list[str], list[str]]:
     blobs.lock), and not the user's global excludes file, which would make the
     tree depend on the machine. Returns (regular, blobs): sorted lists.
     """
+    import tempfile
+
     rules = hill.manifest()["blobs"]
     excludes = ["--exclude=" + pattern for pattern in BASE_EXCLUDES]
     with tempfile.TemporaryDirectory(dir=hill.repo.git_dir, prefix="hills-list-") as scratch:

@@ -1,7 +1,8 @@
 """Running an evaluator process: its own session, a watchdog, bounded output
 files, and nothing it spawned left alive afterwards."""
 
-import dataclasses
+from __future__ import annotations
+
 import os
 import select
 import signal
@@ -9,9 +10,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from types import FrameType
-from typing import Any, Protocol, TextIO
+
+from .records import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from types import FrameType
+    from typing import Any, Protocol, TextIO
+
+    class _Echo(Protocol):
+        """Where -v streams the evaluator's output: something taking bytes."""
+
+        def write(self, chunk: bytes) -> object: ...
+
+        def flush(self) -> object: ...
+
 
 OUTPUT_CAP = 8 * 1024 * 1024
 RESULT_CAP = 64 * 1024 * 1024
@@ -99,14 +113,6 @@ def reap_everything(keep: frozenset[int] = frozenset()) -> int:
                 break
             time.sleep(0.001)
     return killed
-
-
-class _Echo(Protocol):
-    """Where -v streams the evaluator's output: something taking bytes."""
-
-    def write(self, chunk: bytes) -> object: ...
-
-    def flush(self) -> object: ...
 
 
 class _Pump(threading.Thread):
@@ -207,7 +213,7 @@ class _StopSignals:
             signal.signal(signum, handler)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ProcessOutcome:
     """How an evaluator process ended: its exit code (None when it was
     killed), whether the watchdog or a stop signal ended it, what came back

@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import random
     from pathlib import Path
     from typing import Any, TypeGuard
 
@@ -139,6 +139,8 @@ def defaults(declaration: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def sample(declaration: dict[str, dict[str, Any]], rng: random.Random | None = None) -> dict[str, Any]:
     """One random point of the space (the built-in random tuner)."""
+    import random
+
     rng = rng or random.Random()
     point: dict[str, Any] = {}
     for name, spec in declaration.items():

@@ -7,8 +7,6 @@ import errno
 import fcntl
 import json
 import os
-import secrets
-import tempfile
 
 from .errors import EnvironmentProblem, UsageError
 
@@ -51,11 +49,11 @@ def _ensure_key() -> None:
     # Write to a private temp file and hard-link it into place: two processes
     # racing here both end up with the same key, never a half-written one.
     with named_os_errors(path):
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".key-")
+        fd, tmp = private_temp(os.path.dirname(path), ".key-")
         try:
             with os.fdopen(fd, "wb") as handle:
                 os.fchmod(handle.fileno(), 0o600)
-                handle.write(secrets.token_hex(32).encode("ascii"))
+                handle.write(os.urandom(32).hex().encode("ascii"))
                 handle.flush()
                 os.fsync(handle.fileno())
             try:
@@ -93,6 +91,19 @@ def existing_key() -> bytes | None:
     return data
 
 
+def private_temp(directory: str, prefix: str) -> tuple[int, str]:
+    """A new file only this user can read, opened for writing, as
+    tempfile.mkstemp makes it (exclusive, no link followed), without the
+    imports tempfile costs every command: (fd, path)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        path = os.path.join(directory, prefix + os.urandom(6).hex())
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+
+
 def atomic_write(path: Path | str, data: bytes | str, mode: int = 0o644) -> None:
     """Write bytes or text to `path` through a temp file and rename."""
     if isinstance(data, str):
@@ -100,7 +111,7 @@ def atomic_write(path: Path | str, data: bytes | str, mode: int = 0o644) -> None
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     with named_os_errors(path):
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+        fd, tmp = private_temp(directory, "." + os.path.basename(path) + ".")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
