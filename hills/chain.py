@@ -40,6 +40,7 @@ from .state import atomic_write, file_lock, write_problem
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 SCHEME = "hmac-sha256:"
 RESERVED = ("seq", "prev", "mac")
@@ -55,7 +56,8 @@ class ChainReport:
 
     __slots__ = ("ok", "count", "problems", "break_line", "lines", "last_seq", "last_mac")
 
-    def __init__(self, ok, count, problems, break_line, lines=0, last_seq=None, last_mac=None):
+    def __init__(self, ok: bool, count: int, problems: list[str], break_line: int | None, lines: int = 0,
+                 last_seq: int | None = None, last_mac: str | None = None) -> None:
         self.ok = ok
         self.count = count
         self.problems = problems
@@ -64,15 +66,15 @@ class ChainReport:
         self.last_seq = last_seq
         self.last_mac = last_mac
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"ChainReport(ok={self.ok}, count={self.count}, "
                 f"break_line={self.break_line}, problems={self.problems!r})")
 
 
-def _check_record(record):
+def _check_record(record: object) -> None:
     if not isinstance(record, dict):
         raise UsageError("a log record must be a JSON object")
     for name in RESERVED:
@@ -81,7 +83,7 @@ def _check_record(record):
                              hint="rename the field; seq, prev and mac are written by hills")
 
 
-def encode_entry(record, seq, prev, key):
+def encode_entry(record: dict[str, Any], seq: int, prev: str, key: bytes) -> tuple[bytes, str]:
     """(line bytes with its newline, mac) for `record` at `seq` after `prev`."""
     _check_record(record)
     body = canonical_json({**record, "seq": seq, "prev": prev})
@@ -90,20 +92,20 @@ def encode_entry(record, seq, prev, key):
     return line, mac
 
 
-def head_path(path):
+def head_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path) + ".head"
 
 
-def lock_path(path):
+def lock_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path) + ".lock"
 
 
-def _sign_head(seq, mac, key):
+def _sign_head(seq: int, mac: str, key: bytes) -> str:
     # The body has no `prev`, so a head signature can never pass as a line mac.
     return SCHEME + hmac.new(key, canonical_json({"mac": mac, "seq": seq}), hashlib.sha256).hexdigest()
 
 
-def _split(line):
+def _split(line: bytes) -> tuple[bytes, bytes] | None:
     """(body, mac hex bytes) when `line` has the mac suffix shape, else None."""
     if (len(line) <= SUFFIX_LEN or line[-2:] != b'"}' or line[:1] != b"{"
             or line[-SUFFIX_LEN:-HEX_LEN - 2] != MAC_MARK):
@@ -111,7 +113,7 @@ def _split(line):
     return line[:-SUFFIX_LEN] + b"}", line[-HEX_LEN - 2:-2]
 
 
-def _fast_fields(body):
+def _fast_fields(body: bytes) -> tuple[int, str] | None:
     """(seq, prev) read straight from an authentic body, or None to parse it.
 
     Inside a JSON string every quote is escaped, so `"seq":` can only be a key
@@ -135,7 +137,7 @@ def _fast_fields(body):
     return int(body[start:end]), prev.decode("ascii", "replace")
 
 
-def _parse(line):
+def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         entry = json.loads(line)
     except ValueError:
@@ -143,7 +145,7 @@ def _parse(line):
     return entry if isinstance(entry, dict) else None
 
 
-def _entry_fields(entry):
+def _entry_fields(entry: dict[str, Any]) -> tuple[int | None, str | None, str | None]:
     """(seq, prev, mac) of a parsed entry, None for each that is missing or malformed."""
     seq = entry.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int):
@@ -153,7 +155,7 @@ def _entry_fields(entry):
     return seq, prev if isinstance(prev, str) else None, mac if isinstance(mac, str) else None
 
 
-def _read_head_file(path, key):
+def _read_head_file(path: str | os.PathLike[str], key: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
     """(head dict or None, problem or None) from `<path>.head`."""
     target = head_path(path)
     try:
@@ -176,7 +178,7 @@ def _read_head_file(path, key):
     return {"seq": seq, "mac": mac}, None
 
 
-def _read_all(path, offset=0):
+def _read_all(path: str | os.PathLike[str], offset: int = 0) -> bytes | None:
     try:
         with open(path, "rb") as handle:
             if offset:
@@ -190,7 +192,7 @@ def _read_all(path, offset=0):
         raise UsageError(f"cannot read log '{os.fspath(path)}': {exc.strerror}")
 
 
-def _read_settled(path, offset=0):
+def _read_settled(path: str | os.PathLike[str], offset: int = 0) -> bytes | None:
     """The log's bytes from `offset`; if they end mid-line, re-read once under the append lock."""
     data = _read_all(path, offset)
     if data and not data.endswith(b"\n") and os.path.exists(lock_path(path)):
@@ -204,7 +206,7 @@ def _read_settled(path, offset=0):
     return data
 
 
-def _hmac_pads(key):
+def _hmac_pads(key: bytes) -> tuple[Callable[[], hashlib._Hash], Callable[[], hashlib._Hash]]:
     """Copy-makers for the inner and outer SHA-256 states of HMAC (RFC 2104).
 
     hmac.HMAC.copy() builds a Python object per call; copying two bare hash
@@ -224,19 +226,19 @@ class _Scan:
     __slots__ = ("count", "number", "expect_seq", "expect_prev", "last_seq", "last_mac",
                  "prev_line", "head_mac", "break_line")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count = 0            # lines that passed every check
         self.number = 0           # lines looked at so far
         self.expect_seq = 0
-        self.expect_prev = ""
-        self.last_seq = None
-        self.last_mac = None
-        self.prev_line = None     # line number of the entry the chain continues from
-        self.head_mac = None      # mac of the entry whose seq the head records
-        self.break_line = None
+        self.expect_prev: str | None = ""
+        self.last_seq: int | None = None
+        self.last_mac: str | None = None
+        self.prev_line: int | None = None     # line number of the entry the chain continues from
+        self.head_mac: str | None = None      # mac of the entry whose seq the head records
+        self.break_line: int | None = None
 
 
-def _fast_scan(data, key, head_seq, scan):
+def _fast_scan(data: bytes, key: bytes, head_seq: int | None, scan: _Scan) -> int:
     """Check intact lines from the start; returns the offset where it stopped.
 
     One pass over the bytes with no copies and no JSON parsing. prev and seq
@@ -307,7 +309,7 @@ def _fast_scan(data, key, head_seq, scan):
     return position
 
 
-def _careful_scan(lines, truncated, key, head_seq, scan):
+def _careful_scan(lines: list[bytes], truncated: bool, key: bytes, head_seq: int | None, scan: _Scan) -> list[str]:
     """Check line by line from where `scan` stands, describing every problem."""
     inner, outer = _hmac_pads(key)
     compare = hmac.compare_digest
@@ -321,7 +323,7 @@ def _careful_scan(lines, truncated, key, head_seq, scan):
             scan.break_line = scan.break_line or number
             break
         parts = _split(line)
-        fields = None
+        fields: tuple[int | None, str | None] | None = None
         mac = None
         if parts is not None:
             body, given = parts
@@ -393,7 +395,7 @@ def _careful_scan(lines, truncated, key, head_seq, scan):
     return problems
 
 
-def verify(path, key, head=None):
+def verify(path: str | os.PathLike[str], key: bytes, head: dict[str, Any] | None = None) -> ChainReport:
     """Check every line of the log at `path`; a ChainReport says where it breaks.
 
     `head` ({seq, mac}, e.g. a copy kept elsewhere) is checked against the
@@ -475,7 +477,7 @@ def verify_from(path: str | os.PathLike, key: bytes, mark: dict | None = None) -
         base = mark["end"]
         if base < len(suffix):
             return None
-        data = _read_settled(path, base - len(suffix))
+        data = _read_settled(path, base - len(suffix)) or b""
         if not data or not data.startswith(suffix):
             return None
         data, position = data[len(suffix):], 0
@@ -542,7 +544,7 @@ def tally(path: str | os.PathLike, key: bytes, counter_path: str, counts: Callab
     return total
 
 
-def read(path, key=None, last=None):
+def read(path: str | os.PathLike[str], key: bytes | None = None, last: int | None = None) -> list[dict[str, Any]]:
     """Every line of the log, parsed, in file order; nothing is skipped.
 
     A line that is not a JSON object comes back as {"_line": n, "_error": text}.
@@ -578,7 +580,7 @@ def read(path, key=None, last=None):
     return entries
 
 
-def _tail(fd, size, lines_wanted):
+def _tail(fd: int, size: int, lines_wanted: int) -> tuple[bytes, int]:
     """The last bytes of the file holding at least `lines_wanted` newlines (or all of it)."""
     chunk = _TAIL_CHUNK
     while True:
@@ -590,7 +592,7 @@ def _tail(fd, size, lines_wanted):
         chunk *= 4
 
 
-def _complete_lines(data, start):
+def _complete_lines(data: bytes, start: int) -> list[bytes]:
     """The complete lines in a tail read (the first piece may be partial)."""
     pieces = data.split(b"\n")
     pieces.pop()  # after the final newline (or a partial last line)
@@ -599,7 +601,7 @@ def _complete_lines(data, start):
     return pieces
 
 
-def head(path):
+def head(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """{seq, mac} of the last well-formed line of the log, or None.
 
     Reads only the end of the file. Without the key this is not a proof: use
@@ -628,12 +630,12 @@ def head(path):
         os.close(fd)
 
 
-def _line_count(fd):
+def _line_count(fd: int) -> int:
     size = os.fstat(fd).st_size
     return os.pread(fd, size, 0).count(b"\n") if size else 0
 
 
-def _last_entry(fd, path, key):
+def _last_entry(fd: int, path: str, key: bytes) -> tuple[int, str, str] | None:
     """(seq, mac, prev) of the last line after checking it, or None for an empty log."""
     size = os.fstat(fd).st_size
     if size == 0:
@@ -652,7 +654,7 @@ def _last_entry(fd, path, key):
         if hmac.compare_digest(hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii"), given):
             entry = _parse(line)
             seq, prev, mac = _entry_fields(entry) if entry is not None else (None, None, None)
-            if seq is not None and prev is not None:
+            if seq is not None and prev is not None and mac is not None:
                 return seq, mac, prev
     number = _line_count(fd)
     raise Refused(f"log '{shown}' line {number}: the last line does not carry a valid mac "
@@ -660,7 +662,7 @@ def _last_entry(fd, path, key):
                   "refusing to extend a broken chain", hint=hint)
 
 
-def _check_against_head(path, last, key):
+def _check_against_head(path: str, last: tuple[int, str, str] | None, key: bytes) -> None:
     stored, problem = _read_head_file(path, key)
     shown = os.fspath(path)
     hint = f"run 'hills-chain verify {shown}' for details"
@@ -684,7 +686,7 @@ def _check_against_head(path, last, key):
                   hint=hint)
 
 
-def check_appendable(path, key):
+def check_appendable(path: str | os.PathLike[str], key: bytes) -> None:
     """Raise Refused, as `append` would, when the log's tail is broken: a
     caller about to do expensive work checks first, so that work is not
     lost for want of a place to record it."""
@@ -699,7 +701,7 @@ def check_appendable(path, key):
     _check_against_head(path, last, key)
 
 
-def append(path, record, key):
+def append(path: str | os.PathLike[str], record: dict[str, Any], key: bytes) -> dict[str, Any]:
     """Append `record` as the next entry of the log at `path`; returns the entry written."""
     _check_record(record)
     path = os.fspath(path)
@@ -719,7 +721,7 @@ def append(path, record, key):
     return {**record, "seq": seq, "prev": prev, "mac": mac}
 
 
-def _append_whole(fd, path, line, head_text):
+def _append_whole(fd: int, path: str, line: bytes, head_text: bytes) -> None:
     """Write `line` at the end of the log and then its head, all or nothing
     (the caller holds the lock): a disk that fills up midway leaves the log
     as it was, never half a line for the next writer to build on."""
