@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 import types
 from collections.abc import Mapping
@@ -283,17 +284,18 @@ def pinned_tree(hill: Hill, commit_id: str) -> str:
 
 
 def pinned_files(hill: Hill, commit_id: str, tree_hash: str) -> tuple[str, Locks]:
-    """A pristine copy of the tree's files and its decoded locks, made once
-    per tree in machine state and sealed with the machine key: an edit of
-    the copy is noticed and the copy made again. (folder, {lock: entries})."""
+    """A pristine copy of the tree's files, with their bytecode, and its
+    decoded locks, made once per tree in machine state and sealed with the
+    machine key: an edit of the copy is noticed and the copy made again.
+    (folder, {lock: entries})."""
     root = state.state_dir(hill.name, tree_hash)
     folder = os.path.join(root, "tree")
     seal = os.path.join(root, "tree.seal.json")
 
     def intact() -> Locks | None:
         sealed = state.sealed_read(seal)
-        if isinstance(sealed, dict) and os.path.isdir(folder) \
-                and sealed.get("signature") == state.folder_signature(folder):
+        if isinstance(sealed, dict) and sealed.get("bytecode") == sys.implementation.cache_tag \
+                and os.path.isdir(folder) and sealed.get("signature") == state.folder_signature(folder):
             return sealed["locks"]
         return None
 
@@ -312,9 +314,11 @@ def pinned_files(hill: Hill, commit_id: str, tree_hash: str) -> tuple[str, Locks
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
         materialize(hill, commit_id, staging)
+        compile_bytecode(staging)
         shutil.rmtree(folder, ignore_errors=True)
         os.rename(staging, folder)
-        state.sealed_write(seal, {"signature": state.folder_signature(folder), "locks": expected})
+        state.sealed_write(seal, {"signature": state.folder_signature(folder), "locks": expected,
+                                  "bytecode": sys.implementation.cache_tag})
     return folder, expected
 
 
@@ -421,9 +425,10 @@ exec "$HILLS_REAL_PYTHON" "$@"
 
 
 def sdk_path() -> str:
-    """A folder holding a tiny `hills` package (spaces and sdk) for the
-    PYTHONPATH of evaluators and submissions, whose environments do not
-    install hills, and the `bin/python` wrapper of command verifiers."""
+    """A folder holding a tiny `hills` package (spaces, sdk and the shim)
+    for the PYTHONPATH of evaluators and submissions, whose environments do
+    not install hills, with its bytecode, and the `bin/python` wrapper of
+    command verifiers."""
     identity = report_module.tool_identity()["sha256"][:16]
     root = os.path.join(state.home(), "sdk", identity)
     if not os.path.isfile(os.path.join(root, "bin", "python")):
@@ -433,9 +438,9 @@ def sdk_path() -> str:
         os.makedirs(os.path.join(staging, "bin"))
         with open(os.path.join(staging, "hills", "__init__.py"), "w", encoding="utf-8") as handle:
             handle.write('"""The part of hills that evaluators and submitted code may import."""\n')
-        for module in (spaces, sdk):
-            source = str(module.__file__)
+        for source in (str(spaces.__file__), str(sdk.__file__), SHIM):
             shutil.copy2(source, os.path.join(staging, "hills", os.path.basename(source)))
+        compile_bytecode(os.path.join(staging, "hills"))
         wrapper = os.path.join(staging, "bin", "python")
         with open(wrapper, "w", encoding="utf-8") as handle:
             handle.write(PYTHON_WRAPPER)
@@ -445,6 +450,29 @@ def sdk_path() -> str:
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
     return root
+
+
+def compile_bytecode(folder: str) -> None:
+    """Bytecode for every Python file under `folder`, for this interpreter,
+    beside it in `__pycache__`: an evaluator runs with bytecode writing off
+    and its folders read-only, so it would compile them on every start.
+
+    The files are hash-checked (PEP 552): an interpreter uses one only while
+    its source hashes to what the file records, whatever the timestamps say,
+    and else compiles the source. An interpreter of another version looks
+    for its own file name and compiles the source. A file that does not
+    compile is left to fail where the evaluator imports it."""
+    import py_compile
+
+    for current, dirs, files in os.walk(folder):
+        dirs[:] = [name for name in dirs if name != "__pycache__"]
+        for name in files:
+            if name.endswith(".py"):
+                try:
+                    py_compile.compile(os.path.join(current, name), doraise=True,
+                                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+                except (py_compile.PyCompileError, OSError, ValueError):
+                    continue
 
 
 def _fresh(path: str) -> str:
@@ -464,7 +492,7 @@ def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
                "final": ctx.final, "params": ctx.params}
     env = evaluator_env(ctx.python, rep.env)
     # The fd number is only known once the pipe exists; the shim reads it from env.
-    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, SHIM, json.dumps(request)], ctx.run_dir)
+    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, json.dumps(request)], ctx.run_dir)
     process = runner.run(argv, cwd=ctx.run_dir, env=env, timeout=ctx.spec["timeout"],
                          stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
@@ -624,11 +652,12 @@ def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, An
 
 # The shim is run through a tiny bootstrap so the result fd arrives by env
 # rather than on the command line an evaluator could read back and reuse.
-# It compiles the shim itself: runpy would import pkgutil and typing first.
+# It imports the shim from the sdk folder (PYTHONPATH), whose bytecode is
+# made with it: runpy would import pkgutil and typing first.
 _SHIM_BOOT = ("import json,os,sys;"
-              "r=json.loads(sys.argv[2]);r['result_fd']=int(os.environ.pop('HILLS_RESULT_FD'));"
-              "sys.argv=[sys.argv[1],'eval',json.dumps(r)];"
-              "exec(compile(open(sys.argv[0],'rb').read(),sys.argv[0],'exec'),{'__name__':'__main__'})")
+              "r=json.loads(sys.argv[1]);r['result_fd']=int(os.environ.pop('HILLS_RESULT_FD'));"
+              "from hills import shim;"
+              "sys.argv=[shim.__file__,'eval',json.dumps(r)];sys.exit(shim.main(sys.argv))")
 
 
 def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
