@@ -262,7 +262,10 @@ def _entries(out: str, id_field: int) -> dict[str, tuple[str, str]]:
 
 def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     """`{"ref": "branch@sha", "dirty": bool}` when `folder` is inside a git
-    checkout, else None. One git call. Never raises: lineage is metadata."""
+    checkout, else None. One git call, none outside any repository. Never
+    raises: lineage is metadata."""
+    if not _may_be_in_repository(folder):
+        return None
     try:
         exit_code, out = _git(["-C", os.fspath(folder), "--no-optional-locks", "status", "--porcelain=v2", "--branch",
                                "-z", "--untracked-files=normal", "--", "."], clean_env(), None, None, (0, 128))
@@ -281,3 +284,19 @@ def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     if not sha or sha == "(initial)":
         return None
     return {"ref": f"{branch}@{sha}", "dirty": dirty}
+
+
+def _may_be_in_repository(folder: Path | str) -> bool:
+    """False only when git would find no repository from `folder`: no
+    folder from it up to the root holds a `.git` (a folder, a gitfile or a
+    link) or a `HEAD` (a bare git dir, as git checks each folder for).
+    git walks up the physical path, as realpath gives it; the GIT_*
+    variables that could point it elsewhere are stripped by clean_env."""
+    current = os.path.realpath(folder)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")) or os.path.lexists(os.path.join(current, "HEAD")):
+            return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
