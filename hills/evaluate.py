@@ -20,8 +20,10 @@ from collections.abc import Mapping
 
 # manifest (and the YAML it reads) is imported where it is needed: an eval
 # of a committed version reads its manifest from the sealed JSON cache.
-from . import (chain, command, locks, replicates, report as report_module, runner, sandbox, sdk, signing,
-               snapshot, spaces, state, uvenv)
+# command (the command shape's) and sdk (copied into the sdk folder once) are
+# imported where they are needed.
+from . import (chain, locks, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces, state,
+               uvenv)
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
 from .git import lineage
@@ -432,6 +434,8 @@ def sdk_path() -> str:
     identity = report_module.tool_identity()["sha256"][:16]
     root = os.path.join(state.home(), "sdk", identity)
     if not os.path.isfile(os.path.join(root, "bin", "python")):
+        from . import sdk
+
         staging = root + f".tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(os.path.join(staging, "hills"))
@@ -534,6 +538,8 @@ def _failure(spec: Spec, process: runner.ProcessOutcome) -> tuple[str, str] | No
 
 def run_command(ctx: EvalContext, rep: Replicate) -> RunResult:
     """Run a command-shape verifier."""
+    from . import command
+
     run_dir, submission_dir = ctx.run_dir, rep.submission_dir
     result_path = _fresh(os.path.join(run_dir, f"result{rep.tag}.json"))  # only this run's verifier may write it
     env = evaluator_env(ctx.python, rep.env)
@@ -947,6 +953,8 @@ def _replicate(ctx: EvalContext, seed: int) -> Replicate:
     if ctx.trial is not None:
         env["HILLS_PARAMS"] = json.dumps(ctx.trial, sort_keys=True)
     if ctx.spec["evaluator"]["shape"] != "function":
+        from . import command
+
         try:
             command.prepare_workdir(submission_dir, ctx.run_hill_dir)
         except report_module.Malformed as exc:
