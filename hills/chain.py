@@ -415,14 +415,24 @@ def verify(path: str | os.PathLike[str], key: bytes, head: dict[str, Any] | None
 
     scan = _Scan()
     position = _fast_scan(data, key, head_seq, scan) if data else 0
-    if position < len(data):
-        lines = data[position:].split(b"\n")
-        truncated = lines[-1] != b""
-        if not truncated:
-            lines.pop()
-        problems.extend(_careful_scan(lines, truncated, key, head_seq, scan))
-
+    problems.extend(_scan_rest(data, position, key, head_seq, scan))
     problems.extend(_against_head(head, head_problem, scan, problems))
+    return _chain_report(scan, problems)
+
+
+def _scan_rest(data: bytes, position: int, key: bytes, head_seq: int | None, scan: _Scan) -> list[str]:
+    """The problems of the lines from `position` on, checked one by one
+    (past where the fast scan stopped)."""
+    if position >= len(data):
+        return []
+    lines = data[position:].split(b"\n")
+    truncated = lines[-1] != b""
+    if not truncated:
+        lines.pop()
+    return _careful_scan(lines, truncated, key, head_seq, scan)
+
+
+def _chain_report(scan: _Scan, problems: list[str]) -> ChainReport:
     return ChainReport(not problems, scan.count, problems, scan.break_line,
                        scan.number, scan.last_seq, scan.last_mac)
 
@@ -487,16 +497,9 @@ def verify_from(path: str | os.PathLike, key: bytes, mark: dict | None = None) -
         scan.last_seq, scan.last_mac = mark["seq"], mark["mac"]
         if head_seq == mark["seq"]:
             scan.head_mac = mark["mac"]
-    problems = []
-    if position < len(data):
-        lines = data[position:].split(b"\n")
-        truncated = lines[-1] != b""
-        if not truncated:
-            lines.pop()
-        problems.extend(_careful_scan(lines, truncated, key, head_seq, scan))
+    problems = _scan_rest(data, position, key, head_seq, scan)
     problems.extend(_against_head(head, head_problem, scan, problems))
-    report = ChainReport(not problems, scan.count, problems, scan.break_line,
-                         scan.number, scan.last_seq, scan.last_mac)
+    report = _chain_report(scan, problems)
     entries = [json.loads(line) for line in data.split(b"\n")[:-1]] if report.ok else []
     last = {"seq": scan.last_seq, "mac": scan.last_mac, "end": base + len(data)} \
         if report.ok and scan.last_seq is not None else mark
