@@ -1,6 +1,7 @@
 """The console-script entry: picks the command from the name this process
 was started as (`hills`, `git-hill`, `hills-eval`...), sends an ordinary
-`hills eval` or `hills verify` down its fast path (no click, no YAML), and
+`hills eval`, `hills verify` or `hills commit` down its fast path (no click,
+no YAML), and
 is the one place the process exits."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Commands declared as plain data, for the fast paths (`hills eval`,
-`hills verify`): one declaration builds the click command when click is
+`hills verify`, `hills commit`): one declaration builds the click command when click is
 needed (help, a mistake, completion) and parses an ordinary argv without
 importing click. The parse accepts only what it can decide exactly as click
 would; for anything else it answers None, and click parses and explains."""

@@ -31,6 +31,8 @@ def main():
         with open(os.path.join(hill_dir, "verifier.sh"), "w") as handle:
             handle.write(VERIFIER)
         os.unlink(os.path.join(hill_dir, "eval.py"))
+        with open(os.path.join(hill_dir, "README.md"), "w") as handle:
+            handle.write("# trivial\n\nPrints a score of 1; the verifier reads it back.\n")
         with open(os.path.join(hill_dir, "tests", "test_eval.py"), "w") as handle:
             handle.write("def test_verifier_exists():\n    import os\n    assert os.path.exists('verifier.sh')\n")
         box.run("hills", "commit", "trivial", "-m", "trivial verifier")
