@@ -506,16 +506,30 @@ def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
         return RunResult(rep, process, *failure)
     if process.result_overflow:
         return RunResult(rep, process, "buggy", f"the result was larger than {runner.RESULT_CAP} bytes")
-    raw = process.result_bytes or b""
-    if not raw:
+    raw = process.result_bytes
+    if raw is None and not process.result_unsealed:
         return RunResult(rep, process, "buggy", f"the evaluator produced no result ({process.describe_exit()}); "
                                                 f"see stderr{rep.tag}.log in {ctx.run_dir}")
-    try:
-        message = json.loads(raw)
-    except ValueError as exc:
-        return RunResult(rep, process, "buggy", f"the evaluator's result is not valid JSON: {exc}")
-    if not message.get("ok"):
+    message: dict[str, Any] = {}
+    invalid: ValueError | None = None
+    if raw is not None:
+        try:
+            message = json.loads(raw)
+        except ValueError as exc:
+            invalid = exc
+    if message.get("ok") is False:
         return RunResult(rep, process, "buggy", f"eval() raised {message.get('error', 'an error')}")
+    # A process the evaluator started may have written into the channel and
+    # killed it: only a clean exit makes what is there the evaluator's result.
+    if process.exit_code != 0:
+        return RunResult(rep, process, "buggy", f"the evaluator did not exit cleanly after writing a result "
+                                                f"({process.describe_exit()}); a result counts only after exit code 0; "
+                                                f"see stderr{rep.tag}.log in {ctx.run_dir}")
+    if raw is None:
+        return RunResult(rep, process, "buggy", "the result channel held a message not sealed by the evaluator: "
+                                                "a process it started wrote into it")
+    if invalid is not None:
+        return RunResult(rep, process, "buggy", f"the evaluator's result is not valid JSON: {invalid}")
     try:
         core = report_module.normalize_core(message.get("value"), ctx.spec["metrics"])
     except report_module.Malformed as exc:
@@ -657,7 +671,8 @@ def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, An
 
 
 # The shim is run through a tiny bootstrap so the result fd arrives by env
-# rather than on the command line an evaluator could read back and reuse.
+# rather than on the command line an evaluator could read back and reuse;
+# the key sealing the result arrives on stdin, which the shim reads first.
 # It imports the shim from the sdk folder (PYTHONPATH), whose bytecode is
 # made with it: runpy would import pkgutil and typing first.
 _SHIM_BOOT = ("import json,os,sys;"

@@ -3,6 +3,8 @@ files, and nothing it spawned left alive afterwards."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import select
 import signal
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 OUTPUT_CAP = 8 * 1024 * 1024
 RESULT_CAP = 64 * 1024 * 1024
+SEAL_KEY_SIZE = 32
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: bool | None = None
 
@@ -217,13 +220,15 @@ class _StopSignals:
 class ProcessOutcome:
     """How an evaluator process ended: its exit code (None when it was
     killed), whether the watchdog or a stop signal ended it, what came back
-    on the result pipe, and what the run cost."""
+    on the result pipe (only a message sealed with the run's key; anything
+    else there sets `result_unsealed`), and what the run cost."""
 
     exit_code: int | None = None
     timed_out: bool = False
     interrupted: bool = False
     stop_signal: str | None = None
     result_bytes: bytes | None = None
+    result_unsealed: bool = False
     result_overflow: bool = False
     duration_s: float = 0.0
     output_dropped: int = 0
@@ -250,23 +255,27 @@ class ProcessOutcome:
 def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float | None, stdout_path: str,
         stderr_path: str, verbose: bool = False, result_pipe: bool = False) -> ProcessOutcome:
     """Run `argv` under the watchdog. When `result_pipe`, a pipe's write end
-    is passed to the child as an inherited fd, named in env HILLS_RESULT_FD
-    and returned read in `ProcessOutcome.result_bytes`."""
+    is passed to the child as an inherited fd, named in env HILLS_RESULT_FD,
+    and a fresh seal key arrives on its stdin; the message it writes there,
+    sealed with that key, is returned in `ProcessOutcome.result_bytes`."""
     become_subreaper()
     callers_children = frozenset(_children())
     exit_code: int | None = None
     timed_out = interrupted = False
     stop_signal: str | None = None
     result_bytes: bytes | None = None
-    result_overflow = False
+    result_overflow = result_unsealed = False
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pass_fds: tuple[int, ...] = ()
     reader = None
+    stdin: int = subprocess.DEVNULL
+    seal_key = b""
     if result_pipe:
         res_r, res_w = os.pipe()
         env = dict(env, HILLS_RESULT_FD=str(res_w))
         pass_fds = (res_w,)
+        stdin, seal_key = _seal_key_pipe()
     echo_out = _echo_stream() if verbose else None
     pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
     started = time.monotonic()
@@ -275,7 +284,7 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     stops = _StopSignals()
     stops.armed = False
     try:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_w,
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w,
                                    stderr=err_w, pass_fds=pass_fds, start_new_session=True)
     except BaseException:
         stops.restore()
@@ -285,6 +294,7 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
         os.close(err_w)
         if result_pipe:
             os.close(res_w)
+            os.close(stdin)
     for pump in pumps:
         pump.start()
     if result_pipe:
@@ -312,13 +322,47 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
             pump.join(timeout=5)
         if reader is not None:
             reader.join(timeout=5)
-            result_bytes, result_overflow = bytes(reader.data), reader.overflow
+            result_overflow = reader.overflow
+            result_bytes = unseal(bytes(reader.data), seal_key)
+            result_unsealed = result_bytes is None and bool(reader.data)
         stops.restore()
     if stops.pending:
         raise KeyboardInterrupt(stops.pending)
     return ProcessOutcome(exit_code=exit_code, timed_out=timed_out, interrupted=interrupted, stop_signal=stop_signal,
-                          result_bytes=result_bytes, result_overflow=result_overflow, duration_s=duration_s,
+                          result_bytes=result_bytes, result_unsealed=result_unsealed,
+                          result_overflow=result_overflow, duration_s=duration_s,
                           output_dropped=sum(p.dropped for p in pumps), killed_leftovers=killed_leftovers)
+
+
+def _seal_key_pipe() -> tuple[int, bytes]:
+    """A fresh key, and the read end of a pipe holding it, for the child's
+    stdin: the shim reads it before the evaluator is imported, so it is in
+    no argv, no environment and no fd a process the evaluator starts can
+    inherit or open later."""
+    seal_key = os.urandom(SEAL_KEY_SIZE)
+    key_r, key_w = os.pipe()
+    try:
+        os.write(key_w, seal_key)
+    finally:
+        os.close(key_w)
+    return key_r, seal_key
+
+
+def seal(payload: bytes, seal_key: bytes) -> bytes:
+    """The sealed form of a result: a keyed BLAKE2b digest of it in hex, a
+    newline, the result. Written by the shim (which has its own copy)."""
+    return hashlib.blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode() + b"\n" + payload
+
+
+def unseal(data: bytes, seal_key: bytes) -> bytes | None:
+    """The result in `data` when it is exactly one message sealed with
+    `seal_key`; None for anything else (bytes another process wrote into
+    the channel, before, after or instead of the evaluator's)."""
+    digest, newline, payload = data.partition(b"\n")
+    if not newline or not seal_key:
+        return None
+    expected = hashlib.blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode()
+    return payload if hmac.compare_digest(digest, expected) else None
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float | None) -> int:

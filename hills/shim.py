@@ -6,7 +6,8 @@ it uses the standard library only and never imports the hills package.
     python shim.py bind REQUEST_JSON     print how eval() binds, as JSON
     python shim.py eval REQUEST_JSON     call eval() and write its result
                                          as JSON to the inherited fd named
-                                         in the request (never a file)
+                                         in the request (never a file),
+                                         sealed with the key on stdin
 """
 
 from __future__ import annotations
@@ -94,6 +95,48 @@ def _jsonable(value: object) -> Any:
     raise TypeError(f"eval() returned a {type(value).__name__}, which is not JSON")
 
 
+SEAL_KEY_SIZE = 32  # hills.runner.SEAL_KEY_SIZE
+_PR_SET_DUMPABLE = 4
+
+
+def _take_channel(result_fd: int) -> tuple[int, bytes]:
+    """The result channel on a private close-on-exec fd, and the seal key
+    read from stdin (then replaced by /dev/null), both before the evaluator
+    is imported: nothing it starts inherits them, and a process that opens
+    the pipe through /proc can write bytes but cannot seal them."""
+    private_fd = os.dup(result_fd)  # non-inheritable
+    os.close(result_fd)
+    seal_key = b""
+    while len(seal_key) < SEAL_KEY_SIZE:
+        chunk = os.read(0, SEAL_KEY_SIZE - len(seal_key))
+        if not chunk:
+            break
+        seal_key += chunk
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    _undumpable()
+    return private_fd, seal_key
+
+
+def _undumpable() -> None:
+    """Closes /proc/<pid>/fd and /proc/<pid>/mem of this process to other
+    processes of the same user (root keeps them: see docs/decisions.md)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
+def _sealed(text: str, seal_key: bytes) -> bytes:
+    import hashlib
+
+    payload = text.encode("utf-8")
+    return hashlib.blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode() + b"\n" + payload
+
+
 def main(argv: list[str]) -> int:
     mode, request = argv[1], json.loads(argv[2])
     hill_dir, entry, params = request["hill_dir"], request["entry"], request.get("params", {})
@@ -109,9 +152,8 @@ def main(argv: list[str]) -> int:
             return 0
         print(json.dumps({"ok": True, "signature": shown}))
         return 0
-    result_fd = request["result_fd"]
-    os.set_inheritable(result_fd, False)
-    with os.fdopen(result_fd, "w", encoding="utf-8") as result:
+    result_fd, seal_key = _take_channel(request["result_fd"])
+    with os.fdopen(result_fd, "wb") as result:
         try:
             function = _load(hill_dir, entry)
             if not _binds_plainly(function, params):
@@ -125,9 +167,9 @@ def main(argv: list[str]) -> int:
 
             traceback.print_exc()
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-            result.write(text)
+            result.write(_sealed(text, seal_key))
             return 1
-        result.write(text)
+        result.write(_sealed(text, seal_key))
     return 0
 
 
