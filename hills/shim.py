@@ -131,10 +131,13 @@ def _undumpable() -> None:
 
 
 def _sealed(text: str, seal_key: bytes) -> bytes:
-    import hashlib
+    try:  # the builtin module: hashlib would load OpenSSL first, a few ms for nothing
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
 
     payload = text.encode("utf-8")
-    return hashlib.blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode() + b"\n" + payload
+    return blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode() + b"\n" + payload
 
 
 def main(argv: list[str]) -> int:
