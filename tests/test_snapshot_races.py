@@ -133,33 +133,30 @@ def test_a_file_that_grows_while_it_is_copied_is_refused(outside, tmp_path, monk
     refused_by_name(outside, tmp_path / "copy", "a.txt")
 
 
-def test_a_link_is_judged_on_the_text_read_once(outside, tmp_path, monkeypatch):
-    # Read while it points outside, flipped inside just after: still refused.
-    os.symlink("../secret", outside / "leak")
+def flip_after_reading(monkeypatch, outside, first, then):
+    """The link `leak` points at `first`; right after hills reads its text,
+    it is replaced by one pointing at `then`."""
+    os.symlink(first, outside / "leak")
     real_readlink = os.readlink
 
     def readlink(path, *args, **kwargs):
         text = real_readlink(path, *args, **kwargs)
         os.unlink(outside / "leak")
-        os.symlink("a.txt", outside / "leak")
+        os.symlink(then, outside / "leak")
         return text
 
     monkeypatch.setattr(os, "readlink", readlink)
+
+
+def test_a_link_is_judged_on_the_text_read_once(outside, tmp_path, monkeypatch):
+    # Read while it points outside, flipped inside just after: still refused.
+    flip_after_reading(monkeypatch, outside, "../secret", "a.txt")
     with pytest.raises(Refused, match="submission symlink 'leak' points outside the submission"):
         snapshot.snapshot(outside, tmp_path / "copy")
 
 
 def test_a_link_read_inside_and_flipped_outside_is_copied_as_read(outside, tmp_path, monkeypatch):
-    os.symlink("a.txt", outside / "leak")
-    real_readlink = os.readlink
-
-    def readlink(path, *args, **kwargs):
-        text = real_readlink(path, *args, **kwargs)
-        os.unlink(outside / "leak")
-        os.symlink("../secret", outside / "leak")
-        return text
-
-    monkeypatch.setattr(os, "readlink", readlink)
+    flip_after_reading(monkeypatch, outside, "a.txt", "../secret")
     snapshot.snapshot(outside, tmp_path / "copy")
     assert os.readlink(tmp_path / "copy" / "leak") == "a.txt"
     assert MARKER not in "".join(copied(tmp_path / "copy").values())
