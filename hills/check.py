@@ -119,7 +119,7 @@ def run_checks(hill_dir: str, tests: bool = True) -> list[Result]:
 
     if tests:
         results.append(run_tests(python, hill_dir))
-    results.append(isolation_check(spec))
+    results.append(isolation_check(spec, name, hill_dir, python))
     return results
 
 
@@ -143,15 +143,19 @@ def readme_check(hill_dir: str) -> Result:
     return Result("readme", "ok", "README.md holds the task, no template note")
 
 
-def isolation_check(spec: dict[str, Any]) -> Result:
-    """A warning, never a failure: without bubblewrap evals still run, and
-    their reports say they were not isolated."""
+def isolation_check(spec: dict[str, Any], hill_name: str, hill_dir: str, python: str) -> Result:
+    """A warning without bubblewrap: evals still run, and their reports say
+    they were not isolated. A failure when bubblewrap starts but not with
+    the mounts an eval of this hill needs: every eval would be buggy."""
     from . import sandbox
 
     if spec["sandbox"] == "none":
         return Result("isolation", "warn", "sandbox: none in hill.yaml: submitted code can read private/ "
                                            "and the machine state")
     if sandbox.bwrap_works():
+        problem = sandbox.trial(hill_name, hill_dir, python, spec)
+        if problem:
+            return Result("isolation", "fail", problem)
         return Result("isolation", "ok", "bubblewrap" + ("" if not spec["network"] else ", network allowed"))
     if spec["sandbox"] == "bwrap":
         return Result("isolation", "fail", "hill.yaml asks for 'sandbox: bwrap' but bubblewrap is not usable here")

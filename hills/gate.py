@@ -107,6 +107,8 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     add("interpreter", _file_identity(uvenv.interpreter()))
     add("uv", _file_identity(uv))
     add("bwrap", sandbox.bwrap_works())
+    # The isolation check mounts machine state where it really is.
+    add("home", [state.home(), os.path.realpath(state.home())])
     add("variables", {name: _search_path() if name == "PATH" else value
                       for name, value in os.environ.items() if _counted_variable(name)})
     return digest.hexdigest()

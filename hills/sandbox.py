@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 
 from .errors import EnvironmentProblem
 
@@ -105,15 +106,24 @@ def _common(network: bool) -> list[str]:
     return argv
 
 
+def real(path: str) -> str:
+    """Where bwrap mounts `path`: its real path. bwrap resolves a mount
+    point inside the new root, where an absolute link on the way (a linked
+    HILLS_HOME, HOME or project folder) points nowhere, and a folder hidden
+    at its real path is hidden through every link that leads to it."""
+    return os.path.realpath(path)
+
+
 def evaluator_argv(argv: Sequence[str], *, home: str, run_dir: str, run_hill_dir: str, readable: Iterable[str],
                    network: bool, cwd: str, hidden: Iterable[str] = ()) -> list[str]:
     """bwrap argv for an evaluator: machine state and every `hidden` folder
     (other hills' private/) hidden, but `readable` (the hill environment
     and the SDK), the run folder writable, the hill in it read-only."""
+    home, run_dir, run_hill_dir, cwd = real(home), real(run_dir), real(run_hill_dir), real(cwd)
     wrapped = _common(network) + ["--tmpfs", home]
-    for path in hidden:
+    for path in map(real, hidden):
         wrapped += ["--tmpfs", path, "--remount-ro", path]
-    for path in readable:
+    for path in map(real, readable):
         wrapped += ["--ro-bind", path, path]
     wrapped += ["--bind", run_dir, run_dir, "--ro-bind", run_hill_dir, run_hill_dir,
                 "--remount-ro", home, "--chdir", cwd, "--"]
@@ -142,17 +152,18 @@ def submission_argv(argv: Sequence[str], *, home: str, hidden: Sequence[str], wr
     """bwrap argv for submitted code: machine state and every `hidden`
     folder (the hill, the run folder) replaced by empty ones, only
     `writable` folders writable."""
+    home, hidden = real(home), [real(path) for path in hidden]
     wrapped = _common(network) + ["--tmpfs", home]
     for path in hidden:
         wrapped += ["--tmpfs", path]
-    for path in readable:
+    for path in map(real, readable):
         wrapped += ["--ro-bind", path, path]
-    for path in writable:
+    for path in map(real, writable):
         wrapped += ["--bind", path, path]
     # The empty stand-ins become read-only once the binds inside them exist.
-    for path in [home] + list(hidden):
+    for path in [home] + hidden:
         wrapped += ["--remount-ro", path]
-    wrapped += ["--chdir", cwd, "--"]
+    wrapped += ["--chdir", real(cwd), "--"]
     return wrapped + list(argv)
 
 
@@ -195,3 +206,47 @@ class Confinement:
                 writable=[submission_dir, scratch_dir],
                 readable=self.readable + self.public + list(readable), network=self.network, cwd=submission_dir)
         return config
+
+
+def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -> str | None:
+    """Start the hill environment's interpreter as an eval would, once as
+    the evaluator and once as submitted code, through the same Confinement
+    and in a run folder of its own: None when both start, else why not
+    (what would make every eval of this hill buggy)."""
+    from . import state
+    from .evaluate import sdk_path
+
+    root = state.runs_dir(hill_name)
+    os.makedirs(root, exist_ok=True)
+    # A dot name: run pruning and listings skip it.
+    run_dir = tempfile.mkdtemp(prefix=".check-", dir=root)
+    try:
+        run_hill_dir, submission_dir = os.path.join(run_dir, "hill"), os.path.join(run_dir, "submission")
+        os.mkdir(run_hill_dir)
+        os.mkdir(submission_dir)
+        confinement = Confinement(LEVEL_BWRAP, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,
+                                  hill_dir=hill_dir, env_dir=os.path.dirname(os.path.dirname(python)),
+                                  sdk_dir=sdk_path(), network=bool(spec["network"]), limits=spec["limits"],
+                                  elsewhere=private_elsewhere(hill_dir))
+        command = [python, "-I", "-c", ""]
+        config = confinement.submission_config(submission_dir, os.path.join(run_dir, "scratch"))
+        for role, argv in (("the evaluator", confinement.evaluator(command, cwd=run_hill_dir)),
+                           ("submitted code", list(config["prefix"]) + command)):
+            problem = _start(argv)
+            if problem:
+                return f"{role} does not start under bubblewrap: {problem}"
+        return None
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _start(argv: Sequence[str]) -> str | None:
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20,
+                              env={"PATH": os.environ.get("PATH", os.defpath)})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1][-300:] if lines else f"exit code {done.returncode}"
