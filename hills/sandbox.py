@@ -15,6 +15,7 @@ function evaluator through `hills.sdk.run_submission`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -217,6 +218,7 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
     from .evaluate import sdk_path
 
     root = state.runs_dir(hill_name)
+    made_root = not os.path.isdir(root)
     os.makedirs(root, exist_ok=True)
     # A dot name: run pruning and listings skip it.
     run_dir = tempfile.mkdtemp(prefix=".check-", dir=root)
@@ -238,6 +240,9 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
         return None
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+        if made_root:  # a check leaves no trace of a run where none was made
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
 
 
 def _start(argv: Sequence[str]) -> str | None:
