@@ -426,34 +426,60 @@ exec "$HILLS_REAL_PYTHON" "$@"
 """
 
 
-def sdk_path() -> str:
+def sdk_path(say: Say | None = None) -> str:
     """A folder holding a tiny `hills` package (spaces, sdk and the shim)
     for the PYTHONPATH of evaluators and submissions, whose environments do
     not install hills, with its bytecode, and the `bin/python` wrapper of
-    command verifiers."""
+    command verifiers. Made once per hills version and sealed with the
+    machine key like a hill environment: every evaluator imports from it,
+    so a file added or edited there (a `sitecustomize.py`, a `.pth`) would
+    run in every eval. A folder that differs from its seal is made again."""
     identity = report_module.tool_identity()["sha256"][:16]
     root = os.path.join(state.home(), "sdk", identity)
-    if not os.path.isfile(os.path.join(root, "bin", "python")):
-        from . import sdk
-
-        staging = root + f".tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(os.path.join(staging, "hills"))
-        os.makedirs(os.path.join(staging, "bin"))
-        with open(os.path.join(staging, "hills", "__init__.py"), "w", encoding="utf-8") as handle:
-            handle.write('"""The part of hills that evaluators and submitted code may import."""\n')
-        for source in (str(spaces.__file__), str(sdk.__file__), SHIM):
-            shutil.copy2(source, os.path.join(staging, "hills", os.path.basename(source)))
-        compile_bytecode(os.path.join(staging, "hills"))
-        wrapper = os.path.join(staging, "bin", "python")
-        with open(wrapper, "w", encoding="utf-8") as handle:
-            handle.write(PYTHON_WRAPPER)
-        os.chmod(wrapper, 0o755)
-        try:
-            os.rename(staging, root)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
+    if _sdk_intact(root):
+        return root
+    state.ensure_home()
+    with state.file_lock(root + ".lock"):
+        if _sdk_intact(root):
+            return root
+        if say and os.path.lexists(root):
+            say(f"hills: the sdk folder '{root}' changed since it was made; making it again")
+        _make_sdk(root)
     return root
+
+
+def _sdk_intact(root: str) -> bool:
+    sealed = state.sealed_read(root + ".seal.json")
+    return bool(sealed) and not os.path.islink(root) and sealed == state.folder_signature(root)
+
+
+def _make_sdk(root: str) -> None:
+    """Build the sdk folder aside, swap it in, then seal it (the caller
+    holds its lock)."""
+    from . import sdk
+
+    staging = root + f".tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(os.path.join(staging, "hills"))
+    os.makedirs(os.path.join(staging, "bin"))
+    with open(os.path.join(staging, "hills", "__init__.py"), "w", encoding="utf-8") as handle:
+        handle.write('"""The part of hills that evaluators and submitted code may import."""\n')
+    for source in (str(spaces.__file__), str(sdk.__file__), SHIM):
+        shutil.copy2(source, os.path.join(staging, "hills", os.path.basename(source)))
+    compile_bytecode(os.path.join(staging, "hills"))
+    wrapper = os.path.join(staging, "bin", "python")
+    with open(wrapper, "w", encoding="utf-8") as handle:
+        handle.write(PYTHON_WRAPPER)
+    os.chmod(wrapper, 0o755)
+    aside = root + f".old-{os.getpid()}"
+    if os.path.islink(root) or os.path.isfile(root):
+        os.unlink(root)
+    elif os.path.lexists(root):
+        shutil.rmtree(aside, ignore_errors=True)
+        os.rename(root, aside)
+    os.rename(staging, root)
+    shutil.rmtree(aside, ignore_errors=True)
+    state.sealed_write(root + ".seal.json", state.folder_signature(root))
 
 
 def compile_bytecode(folder: str) -> None:
@@ -917,7 +943,7 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
         assert plan.tree_hash is not None  # resolve() refused a hill without commits
         env_key = plan.tree_hash
     python = uvenv.ensure(hill.name, env_key, run_hill_dir, say=say)
-    sdk_dir = sdk_path()
+    sdk_dir = sdk_path(say)
     level = sandbox.level_for(spec)
     public = [os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})]
     confinement = sandbox.Confinement(level, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,

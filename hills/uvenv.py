@@ -46,6 +46,10 @@ def _uv_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"))}
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
     env["UV_NO_PROGRESS"] = "1"
+    # uv hard-links package files from its cache by default: an environment
+    # file would then be the cache file, and an edit of the cache (its
+    # mtime put back) would change the environment under its seal.
+    env["UV_LINK_MODE"] = "copy"
     return env
 
 
@@ -125,21 +129,10 @@ def _seal_path(env_dir: str) -> str:
 
 
 def _signature(env_dir: str) -> dict[str, list[str | int]]:
-    """state.folder_signature, but without the ctime of files that have
-    other hard links: uv links package files from its cache, and each other
-    environment linking the same file changes that file's link count, so its
-    ctime, which would make every environment look edited in turn. Such a
-    file edited in place is edited in the cache as well, which a rebuild
-    could not repair anyway; an added or replaced file still shows."""
-    signature = state.folder_signature(env_dir, skip=(MARKER,))
-    for rel, entry in signature.items():
-        if entry[0] == "f":
-            try:
-                if os.lstat(os.path.join(env_dir, rel)).st_nlink > 1:
-                    entry[3] = 0
-            except OSError:
-                entry[3] = -1
-    return signature
+    """state.folder_signature of the environment, less its marker. Package
+    files are copies (UV_LINK_MODE=copy), so each file's ctime counts: one
+    edited in place, its size and mtime put back, still shows."""
+    return state.folder_signature(env_dir, skip=(MARKER,))
 
 
 def _seal(env_dir: str) -> None:

@@ -212,9 +212,9 @@ def eval(submission, *, final=False, **params):
 
 
 def test_environments_sharing_package_files_do_not_rebuild_each_other(project, tmp_path):
-    """uv hard-links package files from its cache into every environment;
-    another environment linking the same files must not make this one look
-    edited (each eval would rebuild the other hill's environment)."""
+    """Two environments of the same packages, built from one uv cache: one
+    built must not make the other look edited (each eval would rebuild the
+    other hill's environment)."""
     wheel = _wheel(tmp_path / "wheels")
     for name in ("dep-a", "dep-b"):
         created = hills("new", name, "-t", "circle-packing")
@@ -235,3 +235,37 @@ def test_environments_sharing_package_files_do_not_rebuild_each_other(project, t
             assert result.code == 0, result.output
             assert result.report["metrics"][0]["value"] == 41.0
             assert "changed since it was built" not in result.err, (round_, name, result.err)
+
+
+def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp_path):
+    """Package files are copied from uv's cache, not linked: a cache file
+    edited in place, its size and mtime put back, leaves the environment
+    as it was built."""
+    wheel = _wheel(tmp_path / "wheels")
+    created = hills("new", "dep-c", "-t", "circle-packing")
+    assert created.code == 0, created.output
+    hill_dir = Path(created.out.strip())
+    pyproject = hill_dir / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        "dependencies = []", f'dependencies = ["tinydep @ {wheel.as_uri()}"]'))
+    (hill_dir / "eval.py").write_text(DEP_EVAL)
+    (hill_dir / "tests" / "test_eval.py").write_text("def test_imports():\n    import eval  # noqa: F401\n")
+    uvenv.lock(str(hill_dir))
+    committed = hills("commit", "dep-c", "-m", "with a dependency")
+    assert committed.code == 0, committed.output
+    sub = submission(tmp_path / "sub", {"x.txt": "1\n"})
+    assert hills("eval", sub, "-H", "dep-c").report["metrics"][0]["value"] == 41.0
+    cached = [path for path in Path(os.environ["UV_CACHE_DIR"]).rglob("__init__.py")
+              if path.parent.name == "tinydep" and path.read_bytes() == b"VALUE = 41\n"]
+    assert cached, "the wheel's files are not in uv's cache"
+    for path in cached:
+        before = path.stat()
+        path.write_bytes(b"VALUE = 42\n")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    env_dir = hills_home() / "envs" / "dep-c" / tree_of(hill_dir)
+    installed = glob.glob(str(env_dir / "lib" / "python3*" / "site-packages" / "tinydep" / "__init__.py"))
+    assert installed and Path(installed[0]).read_bytes() == b"VALUE = 41\n"
+    result = hills("eval", sub, "-H", "dep-c")
+    assert result.code == 0, result.output
+    assert result.report["metrics"][0]["value"] == 41.0
+    assert "changed since it was built" not in result.err
