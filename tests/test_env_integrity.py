@@ -211,23 +211,29 @@ def eval(submission, *, final=False, **params):
 """
 
 
+def _hill_with_tinydep(name, wheel):
+    """A committed circle-packing hill whose evaluator reads tinydep's VALUE."""
+    created = hills("new", name, "-t", "circle-packing")
+    assert created.code == 0, created.output
+    hill_dir = Path(created.out.strip())
+    pyproject = hill_dir / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        "dependencies = []", f'dependencies = ["tinydep @ {wheel.as_uri()}"]'))
+    (hill_dir / "eval.py").write_text(DEP_EVAL)
+    (hill_dir / "tests" / "test_eval.py").write_text("def test_imports():\n    import eval  # noqa: F401\n")
+    uvenv.lock(str(hill_dir))
+    committed = hills("commit", name, "-m", "with a dependency")
+    assert committed.code == 0, committed.output
+    return hill_dir
+
+
 def test_environments_sharing_package_files_do_not_rebuild_each_other(project, tmp_path):
     """Two environments of the same packages, built from one uv cache: one
     built must not make the other look edited (each eval would rebuild the
     other hill's environment)."""
     wheel = _wheel(tmp_path / "wheels")
     for name in ("dep-a", "dep-b"):
-        created = hills("new", name, "-t", "circle-packing")
-        assert created.code == 0, created.output
-        hill_dir = Path(created.out.strip())
-        pyproject = hill_dir / "pyproject.toml"
-        pyproject.write_text(pyproject.read_text().replace(
-            "dependencies = []", f'dependencies = ["tinydep @ {wheel.as_uri()}"]'))
-        (hill_dir / "eval.py").write_text(DEP_EVAL)
-        (hill_dir / "tests" / "test_eval.py").write_text("def test_imports():\n    import eval  # noqa: F401\n")
-        uvenv.lock(str(hill_dir))
-        committed = hills("commit", name, "-m", "with a dependency")
-        assert committed.code == 0, committed.output
+        _hill_with_tinydep(name, wheel)
     sub = submission(tmp_path / "sub", {"x.txt": "1\n"})
     for round_ in range(3):
         for name in ("dep-a", "dep-b"):
@@ -241,18 +247,7 @@ def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp
     """Package files are copied from uv's cache, not linked: a cache file
     edited in place, its size and mtime put back, leaves the environment
     as it was built."""
-    wheel = _wheel(tmp_path / "wheels")
-    created = hills("new", "dep-c", "-t", "circle-packing")
-    assert created.code == 0, created.output
-    hill_dir = Path(created.out.strip())
-    pyproject = hill_dir / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace(
-        "dependencies = []", f'dependencies = ["tinydep @ {wheel.as_uri()}"]'))
-    (hill_dir / "eval.py").write_text(DEP_EVAL)
-    (hill_dir / "tests" / "test_eval.py").write_text("def test_imports():\n    import eval  # noqa: F401\n")
-    uvenv.lock(str(hill_dir))
-    committed = hills("commit", "dep-c", "-m", "with a dependency")
-    assert committed.code == 0, committed.output
+    hill_dir = _hill_with_tinydep("dep-c", _wheel(tmp_path / "wheels"))
     sub = submission(tmp_path / "sub", {"x.txt": "1\n"})
     assert hills("eval", sub, "-H", "dep-c").report["metrics"][0]["value"] == 41.0
     cached = [path for path in Path(os.environ["UV_CACHE_DIR"]).rglob("__init__.py")
