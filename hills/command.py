@@ -142,8 +142,12 @@ def core_from_result(spec: Mapping[str, Any], params: Mapping[str, Any], final: 
 
 
 def environment(*, python: str, result_path: str, submission_dir: str, solution: str, split: str, seed: int | str,
-                hill_dir: str, trial: Mapping[str, Any] | None) -> dict[str, str]:
-    """HILLS_* values and the same under the HILLCLIMB_* names."""
+                hill_dir: str, trial: Mapping[str, Any] | None, scoring_python: str,
+                hillclimb_python: str) -> dict[str, str]:
+    """HILLS_* values and the same under the HILLCLIMB_* names. `python`
+    is the confined interpreter; `$HILLS_SCORING_PYTHON`, the trusted one,
+    has no HILLCLIMB_ twin, and `$HILLCLIMB_PYTHON` trusts only a script of
+    the hill itself (hillclimb's `exec "$HILLCLIMB_PYTHON" problem/verify.py`)."""
     values = {
         "PYTHON": python,
         "RESULT": result_path,
@@ -160,6 +164,8 @@ def environment(*, python: str, result_path: str, submission_dir: str, solution:
         env["HILLS_" + key] = value
         env["HILLCLIMB_" + key] = value
     env["HILLCLIMB_TRIAL_SEED"] = str(seed)
+    env["HILLCLIMB_PYTHON"] = hillclimb_python
+    env["HILLS_SCORING_PYTHON"] = scoring_python
     return env
 
 

@@ -130,7 +130,7 @@ class EvalContext:
     source_dir: str  # the snapshot each replicate copies
     python: str
     sdk_dir: str
-    wrapper: str  # $HILLS_PYTHON of command verifiers
+    wrapper: str  # $HILLS_PYTHON: the confined interpreter
     confinement: sandbox.Confinement
 
 
@@ -142,6 +142,18 @@ class Replicate:
     tag: str  # "" for a lone replicate, else "-SEED": names its logs and folders
     submission_dir: str
     env: Mapping[str, str]  # added to the evaluator's environment
+    hidden: tuple[str, ...] = ()  # hidden from the evaluator: the snapshot, when a solution phase ran
+
+
+@frozen
+class SolutionPhase:
+    """How a replicate's solution phase went: whether it ran (a `when` file
+    absent skips it), its process, and the folder of outputs the scoring
+    phase gets (None when it failed)."""
+
+    ran: bool
+    process: runner.ProcessOutcome | None
+    outputs_dir: str | None
 
 
 @frozen
@@ -181,6 +193,7 @@ class Runs:
     duration_s: float
     output_dropped: int
     unit_tests: UnitTestsResult | None  # None when they did not run
+    solution: dict[str, Any] | None = None  # the solution phase, when the hill has one
 
 
 @frozen
@@ -331,11 +344,17 @@ def _link_locked(hill: Hill, run_hill_dir: str, entries: Iterable[str]) -> None:
         os.symlink(os.path.join(hill.path, rel), target)
 
 
-def evaluator_env(python: str, extra: Mapping[str, str]) -> dict[str, str]:
+def evaluator_env(ctx: EvalContext, extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an evaluator: `$HILLS_PYTHON` and the `python`
+    and `python3` first on its PATH are the confined interpreter,
+    `$HILLS_SCORING_PYTHON` the trusted one."""
     env = {key: os.environ[key] for key in ENV_ALLOW if key in os.environ}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
-    env["HILLS_PYTHON"] = python
+    env["PATH"] = os.pathsep.join([os.path.join(ctx.sdk_dir, "bin"), env.get("PATH", os.defpath)])
+    env["HILLS_PYTHON"] = ctx.wrapper
+    env["HILLS_SCORING_PYTHON"] = ctx.python
+    env["HILLS_REAL_PYTHON"] = ctx.python
     env.update(extra)
     return env
 
@@ -417,12 +436,37 @@ class _Resource:
 
 
 PYTHON_WRAPPER = """#!/bin/sh
-# $HILLS_PYTHON for command verifiers: the hill environment's Python. Run on
-# the submission's solution, it confines it (python -m hills.sdk).
-if [ -n "$HILLS_SOLUTION" ] && [ "$1" = "$HILLS_SOLUTION" ]; then
-    exec "$HILLS_REAL_PYTHON" -m hills.sdk "$HILLS_REAL_PYTHON" "$@"
+# The confined interpreter: $HILLS_PYTHON, and python and python3 first on
+# an evaluator's PATH. Whatever it is given (a script, -c, -m) runs as
+# submitted code, confined by hills.sdk. The trusted interpreter of scoring
+# steps is $HILLS_SCORING_PYTHON.
+if [ -z "$HILLS_REAL_PYTHON" ]; then
+    echo "hills: the confined python runs only inside a hills eval (HILLS_REAL_PYTHON is not set)" >&2
+    exit 127
 fi
-exec "$HILLS_REAL_PYTHON" "$@"
+# The sdk runs as a file, isolated (-I): from the folder the verifier runs
+# in, `-m hills.sdk` would import whatever hills/ the submission holds.
+sdk="$(dirname "$0")/../hills/sdk.py"
+if [ "$1" = "-m" ] && [ "$2" = "hills.sdk" ]; then
+    shift 2
+    exec "$HILLS_REAL_PYTHON" -I "$sdk" "$@"
+fi
+exec "$HILLS_REAL_PYTHON" -I "$sdk" "$HILLS_REAL_PYTHON" "$@"
+"""
+
+# $HILLCLIMB_PYTHON: confined like $HILLS_PYTHON, except a script of the
+# hill itself, which runs trusted, so that a hillclimb verifier's
+# `exec "$HILLCLIMB_PYTHON" problem/verify.py` scores unchanged.
+HILLCLIMB_WRAPPER = """#!/bin/sh
+case "$1" in
+    ""|-*) ;;
+    *)
+        script=$(realpath -e -- "$1" 2>/dev/null) && hill=$(realpath -e -- "$HILLS_HILL" 2>/dev/null) &&
+        case "$script" in
+            "$hill"/*) exec "$HILLS_REAL_PYTHON" "$@" ;;
+        esac ;;
+esac
+exec "$(dirname "$0")/python" "$@"
 """
 
 
@@ -467,10 +511,11 @@ def _make_sdk(root: str) -> None:
     for source in (str(spaces.__file__), str(sdk.__file__), SHIM):
         shutil.copy2(source, os.path.join(staging, "hills", os.path.basename(source)))
     compile_bytecode(os.path.join(staging, "hills"))
-    wrapper = os.path.join(staging, "bin", "python")
-    with open(wrapper, "w", encoding="utf-8") as handle:
-        handle.write(PYTHON_WRAPPER)
-    os.chmod(wrapper, 0o755)
+    for name, text in (("python", PYTHON_WRAPPER), ("python3", PYTHON_WRAPPER), ("hillclimb-python", HILLCLIMB_WRAPPER)):
+        wrapper = os.path.join(staging, "bin", name)
+        with open(wrapper, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(wrapper, 0o755)
     aside = root + f".old-{os.getpid()}"
     if os.path.islink(root) or os.path.isfile(root):
         os.unlink(root)
@@ -520,9 +565,10 @@ def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
     """Run a function-shape evaluator through the shim."""
     request = {"hill_dir": ctx.run_hill_dir, "entry": ctx.spec["evaluator"]["entry"], "submission": rep.submission_dir,
                "final": ctx.final, "params": ctx.params}
-    env = evaluator_env(ctx.python, rep.env)
+    env = evaluator_env(ctx, rep.env)
     # The fd number is only known once the pipe exists; the shim reads it from env.
-    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, json.dumps(request)], ctx.run_dir)
+    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, json.dumps(request)], ctx.run_dir,
+                                     hide=rep.hidden)
     process = runner.run(argv, cwd=ctx.run_dir, env=env, timeout=ctx.spec["timeout"],
                          stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
@@ -582,17 +628,18 @@ def run_command(ctx: EvalContext, rep: Replicate) -> RunResult:
 
     run_dir, submission_dir = ctx.run_dir, rep.submission_dir
     result_path = _fresh(os.path.join(run_dir, f"result{rep.tag}.json"))  # only this run's verifier may write it
-    env = evaluator_env(ctx.python, rep.env)
+    env = evaluator_env(ctx, rep.env)
     env.update(command.environment(python=ctx.wrapper, result_path=result_path, submission_dir=submission_dir,
                                    solution=os.path.join(submission_dir, "solution.py"), split=ctx.split,
-                                   seed=rep.seed, hill_dir=ctx.run_hill_dir, trial=ctx.trial))
+                                   seed=rep.seed, hill_dir=ctx.run_hill_dir, trial=ctx.trial,
+                                   scoring_python=ctx.python,
+                                   hillclimb_python=os.path.join(ctx.sdk_dir, "bin", "hillclimb-python")))
     # An argument naming a file of the hill is the hill's copy, whatever the
     # submission holds under the same name (it cannot shadow the verifier).
     hill_dir = ctx.run_hill_dir
     argv = [os.path.join(hill_dir, part) if not os.path.isabs(part) and not part.startswith("-")
             and os.path.isfile(os.path.join(hill_dir, part)) else part for part in ctx.spec["evaluator"]["entry"]]
-    env["HILLS_REAL_PYTHON"] = ctx.python
-    process = runner.run(ctx.confinement.evaluator(argv, submission_dir), cwd=submission_dir, env=env,
+    process = runner.run(ctx.confinement.evaluator(argv, submission_dir, hide=rep.hidden), cwd=submission_dir, env=env,
                          timeout=ctx.spec["timeout"], stdout_path=_fresh(os.path.join(run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose)
     failure = _failure(ctx.spec, process)
@@ -638,7 +685,7 @@ def run_unit_tests(ctx: EvalContext, rep: Replicate) -> UnitTestsResult:
         argv = [part.format(**values) for part in spec["unit_tests"]["command"]]
     except (KeyError, IndexError, ValueError) as exc:
         return UnitTestsResult("buggy", f"unit_tests.command has a bad placeholder: {exc}", None)
-    env = evaluator_env(ctx.python, rep.env)
+    env = evaluator_env(ctx, rep.env)
     # The tests run the submitted code: they get its confinement, plus their own folder.
     config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, f"scratch-tests{rep.tag}")),
                                                readable=[tests_dir])
@@ -655,6 +702,124 @@ def run_unit_tests(ctx: EvalContext, rep: Replicate) -> UnitTestsResult:
         return UnitTestsResult("failing", f"the frozen unit tests failed ({process.describe_exit()}); "
                                           f"see unit_tests.log in {run_dir}", record)
     return UnitTestsResult("passing", None, record)
+
+
+class _BadOutput(Exception):
+    """An output of the solution phase the scoring phase must not get."""
+
+
+def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunResult | None]:
+    """The solution phase of a two-phase hill (docs/confinement.md): copy
+    the split's inputs into the snapshot, run `solution.run` there as
+    submitted code, through hills.sdk, so confined and capped; then copy
+    the declared outputs into a folder of their own for the scoring phase.
+    Returns the phase, and the replicate's buggy or interrupted RunResult
+    when it did not end well."""
+    from . import sdk
+
+    solution, snapshot_dir = ctx.spec["solution"], rep.submission_dir
+    inputs = solution["inputs"].get(ctx.split) if solution["inputs"] else None
+    if inputs:
+        source = os.path.join(ctx.run_hill_dir, inputs)
+        if not os.path.isdir(source):
+            raise Refused(f"hill.yaml solution.inputs.{ctx.split} names '{inputs}', which is not a folder of the hill")
+        target = os.path.join(snapshot_dir, "inputs")
+        if os.path.lexists(target):
+            raise Refused("the submission holds 'inputs', a name reserved for the split's inputs in this hill")
+        state.copy_tree(source, target)
+    when = solution["when"]
+    ran = not when or os.path.lexists(os.path.join(snapshot_dir, when))
+    process = None
+    if ran:
+        argv = [part.replace("{python}", ctx.python) for part in solution["run"]]
+        env = evaluator_env(ctx, rep.env)
+        env["HILLS_PARAMS"] = json.dumps(ctx.params, sort_keys=True)
+        # The sdk runs as a file, isolated, from the run folder: started in
+        # the snapshot, `-m hills.sdk` would import the submission's hills/.
+        process = runner.run([ctx.python, "-I", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))]
+                             + argv, cwd=ctx.run_dir, env=env,
+                             timeout=ctx.spec["timeout"],
+                             stdout_path=_fresh(os.path.join(ctx.run_dir, f"solution-stdout{rep.tag}.log")),
+                             stderr_path=_fresh(os.path.join(ctx.run_dir, f"solution-stderr{rep.tag}.log")),
+                             verbose=ctx.verbose)
+        failure = _failure(ctx.spec, process)
+        if failure:
+            return SolutionPhase(True, process, None), RunResult(rep, process, *failure)
+        if process.exit_code != 0:
+            said = _last_line(os.path.join(ctx.run_dir, f"solution-stderr{rep.tag}.log"))
+            return SolutionPhase(True, process, None), RunResult(
+                rep, process, "buggy", f"the solution phase failed ({process.describe_exit()})"
+                                       + (f": {said}" if said else "")
+                                       + f"; see solution-stderr{rep.tag}.log in {ctx.run_dir}")
+    outputs_dir = _fresh(os.path.join(ctx.run_dir, "outputs" + rep.tag))
+    os.mkdir(outputs_dir)
+    try:
+        _collect_outputs(snapshot_dir, outputs_dir, solution["outputs"],
+                         "the solution phase wrote" if ran else f"the submission holds neither '{when}' nor")
+    except _BadOutput as exc:
+        stopped = process if process is not None else runner.ProcessOutcome()
+        return SolutionPhase(ran, process, None), RunResult(rep, stopped, "buggy", str(exc))
+    return SolutionPhase(ran, process, outputs_dir), None
+
+
+def _collect_outputs(snapshot_dir: str, outputs_dir: str, patterns: Iterable[str], missing: str) -> None:
+    """Copy what `patterns` name in the snapshot into `outputs_dir`: files
+    and folders only, never through a link (submitted code may have left
+    one leading to private/)."""
+    import glob
+
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(glob.glob(pattern, root_dir=snapshot_dir, recursive=True, include_hidden=False))
+        else:
+            matches = [pattern] if os.path.lexists(os.path.join(snapshot_dir, pattern)) else []
+            if not matches:
+                raise _BadOutput(f"{missing} no '{pattern}' (hill.yaml solution.outputs)")
+        for rel in matches:
+            target = os.path.join(outputs_dir, rel)
+            if os.path.lexists(target):
+                continue
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            _copy_output(os.path.join(snapshot_dir, rel), target, rel)
+
+
+def _copy_output(source: str, target: str, rel: str) -> None:
+    info = os.lstat(source)
+    import stat as stat_module
+
+    if stat_module.S_ISLNK(info.st_mode):
+        raise _BadOutput(f"the output '{rel}' is a symbolic link; outputs must be files or folders")
+    if stat_module.S_ISDIR(info.st_mode):
+        os.mkdir(target)
+        for name in sorted(os.listdir(source)):
+            _copy_output(os.path.join(source, name), os.path.join(target, name), f"{rel}/{name}")
+        return
+    if not stat_module.S_ISREG(info.st_mode):
+        raise _BadOutput(f"the output '{rel}' is not a regular file")
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        with open(fd, "rb", closefd=False) as reader, open(target, "xb") as writer:
+            shutil.copyfileobj(reader, writer, 1024 * 1024)
+    finally:
+        os.close(fd)
+
+
+def scoring_replicate(ctx: EvalContext, rep: Replicate, outputs_dir: str) -> Replicate:
+    """The replicate the scoring phase runs: the outputs as its submission,
+    the snapshot and its scratch hidden from it."""
+    tag = rep.tag
+    config = ctx.confinement.submission_config(outputs_dir, _fresh(os.path.join(ctx.run_dir, "scratch-score" + tag)))
+    env = dict(rep.env, HILLS_SUBMISSION=outputs_dir, HILLS_OUTPUTS=outputs_dir,
+               HILLS_SUBMISSION_SANDBOX=json.dumps(config))
+    if ctx.spec["evaluator"]["shape"] != "function":
+        from . import command
+
+        try:
+            command.prepare_workdir(outputs_dir, ctx.run_hill_dir)
+        except report_module.Malformed as exc:
+            raise Refused(str(exc))
+    hidden = (rep.submission_dir, os.path.join(ctx.run_dir, "scratch" + tag), ctx.source_dir)
+    return Replicate(rep.seed, tag, outputs_dir, env, hidden)
 
 
 def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
@@ -721,6 +886,18 @@ def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
     if outcome.scored:
         prune_runs(req.hill.name)
     return outcome
+
+
+def evaluate_unlogged(req: EvalRequest, run_dir: str, say: Say = _quiet) -> Report:
+    """Run one evaluation in `run_dir`, an empty folder the caller made and
+    removes, through the same pipeline as `evaluate()`, and return its
+    report unsigned: nothing is logged, signed or noted, and no budget is
+    counted (the leak probe of `hills check`). A refusal raises its HillsError."""
+    plan = resolve(req)
+    envelope = _envelope(plan, os.path.basename(run_dir))
+    with state.file_lock(os.path.join(run_dir, ".in-use")), state.write_errors_as_problems(run_dir):
+        _pipeline(plan, run_dir, envelope, say)
+    return envelope
 
 
 def resolve(req: EvalRequest) -> EvalPlan:
@@ -882,6 +1059,8 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
     runs = _run_replicates(ctx, say)
     if runs.unit_tests is not None:
         envelope["unit_tests"] = runs.unit_tests.record
+    if runs.solution is not None:
+        envelope["solution_phase"] = runs.solution
     envelope["duration_s"] = round(runs.duration_s, 3)
     if runs.output_dropped:
         envelope["output_dropped_bytes"] = runs.output_dropped
@@ -964,10 +1143,23 @@ def _run_replicates(ctx: EvalContext, say: Say) -> Runs:
     cores: list[dict[str, Any]] = []
     duration, dropped, tests = 0.0, 0, None
     status, reason = "passing", None
+    solution: dict[str, Any] = {"runs": 0, "duration_s": 0.0}
     with _Resource(ctx.spec["exclusive"], ctx.queue, say):
         for seed in range(ctx.repeat):
-            rep = _replicate(ctx, seed)
-            run = run_function(ctx, rep) if ctx.spec["evaluator"]["shape"] == "function" else run_command(ctx, rep)
+            rep = scored = _replicate(ctx, seed)
+            run: RunResult | None = None
+            if ctx.spec["solution"]:
+                phase, run = run_solution(ctx, rep)
+                if phase.process is not None:
+                    solution["runs"] += 1
+                    solution["duration_s"] += phase.process.duration_s
+                    duration += phase.process.duration_s
+                    dropped += phase.process.output_dropped
+                if phase.outputs_dir is not None:
+                    scored = scoring_replicate(ctx, rep, phase.outputs_dir)
+            if run is None:
+                run = run_function(ctx, scored) if ctx.spec["evaluator"]["shape"] == "function" \
+                    else run_command(ctx, scored)
             duration += run.process.duration_s
             dropped += run.process.output_dropped
             status, reason = run.status, run.reason
@@ -980,7 +1172,10 @@ def _run_replicates(ctx: EvalContext, say: Say) -> Runs:
                 status, reason = tests.status, tests.reason
             if status != "passing":
                 break
-    return Runs(tuple(cores), status, reason, duration, dropped, tests)
+    if ctx.spec["solution"]:
+        solution["duration_s"] = round(solution["duration_s"], 3)
+    return Runs(tuple(cores), status, reason, duration, dropped, tests,
+                solution if ctx.spec["solution"] else None)
 
 
 def _replicate(ctx: EvalContext, seed: int) -> Replicate:

@@ -519,16 +519,19 @@ def _is_shell(path: str) -> bool:
     return bool(re.search(r"\b(ba)?sh\b", first))
 
 
-def _quote(token: str, problem: dict[str, Any]) -> str:
+def _quote(token: str, problem: dict[str, Any], scoring: bool = False) -> str:
     """One argv token as a bash word: {python}, {solution} and {result} become
-    the HILLS_* variables, a problem file becomes its path under ./problem."""
+    the HILLS_* variables, a problem file becomes its path under ./problem.
+    {python} is the confined interpreter in the solution step and the
+    trusted one, `$HILLS_SCORING_PYTHON`, in the scoring step."""
     if "{" not in token:
         rel = _inside(token)
         if rel is not None and os.path.isfile(os.path.join(problem["source"], rel)):
             return shlex.quote("problem/" + rel)
         return shlex.quote(token)
     parts = re.split(r"(\{(?:python|solution|result)\})", token)
-    return "".join(PLACEHOLDERS[p[1:-1]] if p[1:-1] in PLACEHOLDERS and p.startswith("{") else
+    words = dict(PLACEHOLDERS, python='"$HILLS_SCORING_PYTHON"') if scoring else PLACEHOLDERS
+    return "".join(words[p[1:-1]] if p[1:-1] in words and p.startswith("{") else
                    (shlex.quote(p) if p else "") for p in parts)
 
 
@@ -553,13 +556,14 @@ def _verifier_wrapper(problem: dict[str, Any]) -> str:
 def _two_step_script(problem: dict[str, Any], needs_layout: bool) -> str:
     run = problem["run"] or ["{python}", "{solution}"]
     run_words = " ".join(_quote(token, problem) for token in run)
-    score_words = " ".join(_quote(token, problem) for token in problem["score"])
+    score_words = " ".join(_quote(token, problem, scoring=True) for token in problem["score"])
     lines = [
         "#!/usr/bin/env bash",
         f"# Written by `hills new --from-hillclimb` for the hillclimb problem '{problem['problem_id']}':",
         "# its two steps as one command verifier. First the solution runs (the",
-        "# problem's `run:` step, or solution.py itself), then the result file is",
-        "# deleted, so only the scorer can write it, then the scorer runs.",
+        "# problem's `run:` step, or solution.py itself) through $HILLS_PYTHON, the",
+        "# confined interpreter, then the result file is deleted, so only the",
+        "# scorer can write it, then the scorer runs with $HILLS_SCORING_PYTHON.",
         "set -euo pipefail",
         "",
     ]
@@ -577,7 +581,8 @@ def _two_step_script(problem: dict[str, Any], needs_layout: bool) -> str:
             "  local layout",
             '  layout="$(mktemp -d "$PWD/.hillclimb-problem.XXXXXX")"',
             '  layouts+=("$layout")',
-            f'  "$HILLS_PYTHON" "$hill_dir/{LAYOUT_SCRIPT}" "$hill_dir" "$layout" "${{HILLS_SPLIT:-validation}}" "$1"',
+            f'  "$HILLS_SCORING_PYTHON" "$hill_dir/{LAYOUT_SCRIPT}" "$hill_dir" "$layout" '
+            f'"${{HILLS_SPLIT:-validation}}" "$1"',
             '  ln -sfn "$layout" problem',
             '  if [ -e "$layout/data" ]; then ln -sfn "$layout/data" data; fi',
             "}",
@@ -631,9 +636,10 @@ hillclimb keeps some files of a problem from its solutions; hills keeps them
 in the hill's private/ folder instead. This rebuilds the problem folder in
 LAYOUT_DIR for one STEP (solution or scorer): small top-level files are
 copied (so a script that finds its data next to its own file finds it here),
-everything else is linked, and the held-out paths are linked back to where
-the problem's scripts expect them: the holdout inputs only on the holdout
-split, the scorer's private files only for the scorer. Standard library only.
+everything else is linked, and the held-out paths are put back where the
+problem's scripts expect them: the holdout inputs only on the holdout split
+(copied, for the confined solution step), the scorer's private files only
+for the scorer (linked). Standard library only.
 """
 
 import os
@@ -659,7 +665,7 @@ def fill(source_dir, target_dir):
             link_or_copy(os.path.join(source_dir, name), os.path.join(target_dir, name))
 
 
-def place(layout, rel, target):
+def place(layout, rel, target, copy=False):
     parts = rel.split("/")
     current = layout
     for part in parts[:-1]:
@@ -677,7 +683,12 @@ def place(layout, rel, target):
         shutil.rmtree(final)
     elif os.path.lexists(final):
         os.unlink(final)
-    os.symlink(target, final)
+    if not copy:
+        os.symlink(target, final)
+    elif os.path.isdir(target):
+        shutil.copytree(target, final)
+    else:
+        shutil.copy2(target, final)
 
 
 def main(hill_dir, layout, split, step):
@@ -690,7 +701,9 @@ def main(hill_dir, layout, split, step):
         if not os.path.exists(target):
             print(f"error: held-out file '{stored}' is missing from the hill", file=sys.stderr)
             return 1
-        place(layout, rel, target)
+        # The solution runs confined, where private/ does not exist: its
+        # holdout inputs are copies.
+        place(layout, rel, target, copy=step == "solution")
     return 0
 
 
@@ -816,6 +829,7 @@ def run_verifier(tmp_path, split):
         env["HILLS_" + key] = value
         env["HILLCLIMB_" + key] = value
     env["HILLCLIMB_TRIAL_SEED"] = "0"
+    env["HILLS_SCORING_PYTHON"] = sys.executable
     done = subprocess.run(ENTRY, cwd=str(work), env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=@TIMEOUT@)
     assert done.returncode == 0, "verifier exited %d: %s" % (done.returncode, done.stderr[-2000:])

@@ -217,6 +217,36 @@ UNIT_TESTS_KEYS = Table("a mapping with command and path", (
     Key("path", scalar("a folder inside the hill", _inside_hill), default="unit_tests"),
 ))
 
+def _outputs(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_text(item) and _inside_hill(item) for item in value)
+
+
+def _folder_inside(value: Any) -> bool:
+    return _text(value) and _inside_hill(value) and value.strip("/") not in ("", ".")
+
+
+def _solution_rule(values: dict[str, Any], at: At) -> None:
+    """The `when` file is one path inside the submission."""
+    when = values.get("when")
+    if when is not None and (not _text(when) or not _inside_hill(when) or any(c in when for c in "*?[")):
+        at.child("when").fail("a file name inside the submission, such as solution.py", when)
+
+
+INPUTS_KEYS = Table("a mapping with validation and holdout", (
+    Key("validation", Maybe(scalar("a folder inside the hill", _folder_inside)), default=None),
+    Key("holdout", Maybe(scalar("a folder inside the hill", _folder_inside)), default=None),
+))
+
+SOLUTION_KEYS = Table("a mapping with run and outputs", (
+    Key("run", scalar("a command as a list of strings", _argv, convert=_words), required=True,
+        missing="the command that runs the submission, such as [\"{python}\", \"solution.py\"]"),
+    Key("when", anything, default=None),
+    Key("inputs", INPUTS_KEYS, default={}, absent=empty),
+    Key("outputs", scalar("a non-empty list of paths or glob patterns inside the submission",
+                          _outputs, convert=lambda value: [value] if isinstance(value, str) else value),
+        required=True, missing="the files the scorer reads, such as [circles.json]"),
+), rule=_solution_rule)
+
 FINAL_KEYS = Table("a mapping with budget", (
     Key("budget", Maybe(scalar("an integer >= 0", lambda value: is_count(value, 0))), default=None),
 ))
@@ -244,6 +274,21 @@ default, defining `eval(submission, *, final=False, **params)`. For
 `command`, `entry` is the command as a list of strings (a string is split on
 white space), run as COMMAND EVALUATORS below describes; `metrics` is then
 required."""),
+    Key("solution", Maybe(SOLUTION_KEYS), kind="mapping", default=None,
+        doc="""The solution phase, which runs the submitted code before the evaluator
+scores: `run`, the command (a list of strings, a string is split on white
+space; `{python}` is the hill environment's interpreter), run confined in
+the submission's snapshot with a scratch folder and `HILLS_PARAMS`,
+`HILLS_SPLIT` and `HILLS_REPLICATE_SEED` set; `outputs`, a non-empty list
+of paths or glob patterns inside the submission, the files the evaluator
+receives; `when`, a file: the phase runs only when the submission holds
+it, and otherwise the outputs are taken from the submission as it is; and
+`inputs`, a folder of the hill per split (`validation`, `holdout`, which
+may be inside `private/`) copied into `inputs/` of the snapshot before the
+run. The evaluator then scores a folder holding only the outputs, and never
+sees the submission's code. A run that exits non-zero, is killed or hits a
+limit makes the submission `buggy`; so does a missing output named without
+a pattern, or an output that is a link. See docs/confinement.md."""),
     Key("timeout", _SECONDS, kind="number", default=DEFAULT_TIMEOUT,
         doc="""The watchdog, in seconds, greater than 0: an evaluation still running
 after it is killed, with every process it started, and reported `buggy`."""),

@@ -116,18 +116,23 @@ def real(path: str) -> str:
 
 
 def evaluator_argv(argv: Sequence[str], *, home: str, run_dir: str, run_hill_dir: str, readable: Iterable[str],
-                   network: bool, cwd: str, hidden: Iterable[str] = ()) -> list[str]:
+                   network: bool, cwd: str, hidden: Iterable[str] = (), covered: Iterable[str] = ()) -> list[str]:
     """bwrap argv for an evaluator: machine state and every `hidden` folder
     (other hills' private/) hidden, but `readable` (the hill environment
-    and the SDK), the run folder writable, the hill in it read-only."""
+    and the SDK), the run folder writable, the hill in it read-only, and
+    the folders of the run folder in `covered` (the snapshot, once a
+    solution phase ran it) hidden."""
     home, run_dir, run_hill_dir, cwd = real(home), real(run_dir), real(run_hill_dir), real(cwd)
     wrapped = _common(network) + ["--tmpfs", home]
     for path in map(real, hidden):
         wrapped += ["--tmpfs", path, "--remount-ro", path]
     for path in map(real, readable):
         wrapped += ["--ro-bind", path, path]
-    wrapped += ["--bind", run_dir, run_dir, "--ro-bind", run_hill_dir, run_hill_dir,
-                "--remount-ro", home, "--chdir", cwd, "--"]
+    wrapped += ["--bind", run_dir, run_dir, "--ro-bind", run_hill_dir, run_hill_dir]
+    for path in map(real, covered):
+        if os.path.isdir(path):
+            wrapped += ["--tmpfs", path, "--remount-ro", path]
+    wrapped += ["--remount-ro", home, "--chdir", cwd, "--"]
     return wrapped + list(argv)
 
 
@@ -188,11 +193,13 @@ class Confinement:
         self.limits = limits
         self.elsewhere = list(elsewhere)
 
-    def evaluator(self, argv: Sequence[str], cwd: str) -> list[str]:
+    def evaluator(self, argv: Sequence[str], cwd: str, hide: Iterable[str] = ()) -> list[str]:
+        """The evaluator's argv, with the run folder's folders in `hide` out of its sight."""
         if self.level != LEVEL_BWRAP:
             return list(argv)
         return evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
-                              readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere)
+                              readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere,
+                              covered=hide)
 
     def submission_config(self, submission_dir: str, scratch_dir: str,
                           readable: Iterable[str] = ()) -> dict[str, Any]:

@@ -85,7 +85,7 @@ Path(result).write_text(json.dumps(data))
 
 VERIFIER_SH = """#!/usr/bin/env bash
 set -euo pipefail
-exec "$HILLS_PYTHON" problem/verify.py
+exec "$HILLS_SCORING_PYTHON" problem/verify.py
 """
 
 TRIVIAL_TESTS = "def test_the_hill_is_there():\n    assert True\n"

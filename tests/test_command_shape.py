@@ -164,9 +164,15 @@ def test_hills_and_hillclimb_variables_agree_with_the_contract(cmd, tmp_path, mo
     assert result.code == 0, result.output
     seen = seen_env(HILL, result.report)
     env = seen["env"]
-    names = ("RESULT", "PYTHON", "SUBMISSION", "SOLUTION", "SPLIT", "REPLICATE_SEED", "HILL")
+    names = ("RESULT", "SUBMISSION", "SOLUTION", "SPLIT", "REPLICATE_SEED", "HILL")
     for name in names:
         assert env["HILLS_" + name] == env["HILLCLIMB_" + name], name
+    # Both interpreters are confined; HILLCLIMB_PYTHON trusts a script of the hill itself.
+    assert os.path.basename(env["HILLS_PYTHON"]) == "python"
+    assert os.path.basename(env["HILLCLIMB_PYTHON"]) == "hillclimb-python"
+    assert os.path.dirname(env["HILLS_PYTHON"]) == os.path.dirname(env["HILLCLIMB_PYTHON"])
+    scoring_env = os.path.realpath(os.path.dirname(os.path.dirname(env["HILLS_SCORING_PYTHON"])))
+    assert scoring_env.startswith(os.path.realpath(hills_home() / "envs" / HILL))
     assert env["HILLCLIMB_TRIAL_SEED"] == env["HILLS_REPLICATE_SEED"] == "0"
     assert env["HILLS_SPLIT"] == "validation"
     submission_dir = run_dir(HILL, result.report) / "submission"

@@ -41,6 +41,7 @@ def run_verifier(tmp_path, problem_dir, example_dir, steps, split, prefixes):
               "SOLUTION": str(work / "solution.py"), "SPLIT": split, "REPLICATE_SEED": "0"}
     for prefix in prefixes:
         env.update({prefix + key: value for key, value in values.items()})
+    env["HILLS_SCORING_PYTHON"] = sys.executable  # the trusted interpreter of scoring steps
     for step in steps:
         if step == "rm":
             result.unlink(missing_ok=True)
@@ -136,7 +137,7 @@ def test_two_step_problem_becomes_one_verifier_with_private_inputs(tmp_path):
     # The contract's order: the solution step, the result deleted, the scorer.
     run_at = script.index('"$HILLS_PYTHON" problem/run.py')
     rm_at = script.index('rm -f "$HILLS_RESULT"')
-    score_at = script.index('"$HILLS_PYTHON" problem/score.py --holdout')
+    score_at = script.index('"$HILLS_SCORING_PYTHON" problem/score.py --holdout')
     assert run_at < rm_at < score_at
     assert "timeout --kill-after=5 30" in script
     assert "## Contract" in (hill_dir / "README.md").read_text()
@@ -358,11 +359,12 @@ def test_a_bin_packing_submission_without_solution_py_is_told_so(project, tmp_pa
     result, report = eval_json(empty, "-H", "bp")
     assert result.code == 1, result.err
     assert report["status"] == "buggy"
-    assert report["reason"].startswith("the verifier failed (exit code 1): the submission has no solution.py; "
-                                       "it must hold one that defines pack(items, capacity); see stderr.log")
+    assert report["reason"].startswith("the solution phase failed (exit code 1): the submission has no solution.py; "
+                                       "it must hold one that defines pack(items, capacity); "
+                                       "see solution-stderr.log")
     shown = run_cli("eval", str(empty), "-H", "bp")
     assert shown.code == 1
-    assert "reason       the verifier failed (exit code 1): the submission has no solution.py" in shown.err
+    assert "reason       the solution phase failed (exit code 1): the submission has no solution.py" in shown.err
 
 
 # ---------------------------------------------------------------- the problem.yaml key table

@@ -158,7 +158,7 @@ def verdict():
 CMD_VERIFIER = """#!/usr/bin/env bash
 set -euo pipefail
 "$HILLS_PYTHON" "$HILLS_SOLUTION" > out.txt
-exec "$HILLS_PYTHON" problem/score.py
+exec "$HILLS_SCORING_PYTHON" problem/score.py
 """
 
 CMD_SCORER = """\

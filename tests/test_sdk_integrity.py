@@ -105,7 +105,8 @@ def test_an_edit_that_keeps_size_and_mtime_is_noticed(probe, sub):
     assert_clean(scored(sub))
     wrapper = sdk_dir() / "bin" / "python"
     text, before = wrapper.read_text(), wrapper.stat()
-    edited = text.replace('exec "$HILLS_REAL_PYTHON" "$@"', 'exec "$HILLS_REAL_PYTHON" "$@" ')[:len(text)]
+    edited = text.replace('exec "$HILLS_REAL_PYTHON" -I', 'exec "$HILLS_REAL_PYTHON"  -I')[:len(text)]
+    assert edited != text
     wrapper.write_text(edited)
     os.utime(wrapper, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert wrapper.stat().st_size == before.st_size and wrapper.stat().st_mtime_ns == before.st_mtime_ns

@@ -1,7 +1,8 @@
-"""Step 1 of the verifier: call pack() from the submission's solution.py on
-every instance copied into ./instances and write the bins to packings.json.
-It runs confined with the submitted code (see verifier.sh) and scores
-nothing; score.py checks what it wrote against the hill's own instances."""
+"""The solution phase (hill.yaml `solution:`): call pack() from the
+submission's solution.py on every instance hills copied into ./inputs and
+write the bins to packings.json. It runs confined with the submitted code
+and scores nothing; score.py checks what it wrote against the hill's own
+instances."""
 
 import importlib.util
 import json
@@ -23,7 +24,7 @@ def main():
     if not callable(getattr(module, "pack", None)):
         raise SystemExit("error: solution.py defines no pack(items, capacity) function")
     packings = {}
-    for name, instance in binpacking.load_folder("instances").items():
+    for name, instance in binpacking.load_folder("inputs").items():
         bins = module.pack(list(instance["items"]), instance["capacity"])
         try:
             json.dumps(bins)

@@ -16,19 +16,28 @@ import binpacking  # noqa: E402
 
 
 def run_verifier(tmp_path, solution_text, split="validation"):
-    """verifier.sh as `hills eval` runs it: in a copy of the submission,
-    ./problem linked to the hill. Returns (exit code, result or None, stderr).
-    A `solution_text` of None leaves solution.py out."""
+    """The two phases as `hills eval` runs them (without the confinement):
+    run.py in a copy of the submission holding the split's instances in
+    ./inputs, then verifier.sh in a folder holding only packings.json, with
+    ./problem linked to the hill. Returns (exit code, result or None,
+    stderr). A `solution_text` of None leaves solution.py out."""
     work = tmp_path / "submission"
     work.mkdir()
     if solution_text is not None:
         (work / "solution.py").write_text(solution_text)
     (work / "problem").symlink_to(HILL)
-    (work / "data").symlink_to(HILL / "data")
+    shutil.copytree(HILL / ("data/validation" if split == "validation" else "private/holdout"), work / "inputs")
     result = tmp_path / "result.json"
-    env = dict(os.environ, HILLS_PYTHON=sys.executable, HILLS_RESULT=str(result), HILLS_SPLIT=split,
-               HILLS_SUBMISSION=str(work), HILLS_SOLUTION=str(work / "solution.py"))
-    done = subprocess.run(["bash", "problem/verifier.sh"], cwd=str(work), env=env, stdin=subprocess.DEVNULL,
+    env = dict(os.environ, HILLS_RESULT=str(result), HILLS_SPLIT=split, HILLS_SCORING_PYTHON=sys.executable)
+    solved = subprocess.run([sys.executable, "problem/run.py"], cwd=str(work), env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60)
+    if solved.returncode != 0:
+        return solved.returncode, None, solved.stderr
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    shutil.copy(work / "packings.json", outputs / "packings.json")
+    (outputs / "problem").symlink_to(HILL)
+    done = subprocess.run(["bash", "problem/verifier.sh"], cwd=str(outputs), env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=60)
     value = json.loads(result.read_text()) if result.exists() else None
     return done.returncode, value, done.stderr
