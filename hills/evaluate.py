@@ -722,10 +722,12 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
     if inputs:
         source = os.path.join(ctx.run_hill_dir, inputs)
         if not os.path.isdir(source):
-            raise Refused(f"hill.yaml solution.inputs.{ctx.split} names '{inputs}', which is not a folder of the hill")
+            raise NotScored(f"hill.yaml solution.inputs.{ctx.split} names '{inputs}', which is not a folder of "
+                            f"the hill", hint="fix the hill's solution.inputs, then commit it again")
         target = os.path.join(snapshot_dir, "inputs")
         if os.path.lexists(target):
-            raise Refused("the submission holds 'inputs', a name reserved for the split's inputs in this hill")
+            raise Refused("the submission holds 'inputs', a name reserved for the split's inputs in this hill",
+                          hint="rename it: hills copies the split's inputs there before the solution phase")
         state.copy_tree(source, target)
     when = solution["when"]
     ran = not when or os.path.lexists(os.path.join(snapshot_dir, when))
@@ -755,7 +757,7 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
     os.mkdir(outputs_dir)
     try:
         _collect_outputs(snapshot_dir, outputs_dir, solution["outputs"],
-                         "the solution phase wrote" if ran else f"the submission holds neither '{when}' nor")
+                         "the solution phase wrote no" if ran else f"the submission holds neither '{when}' nor")
     except _BadOutput as exc:
         stopped = process if process is not None else runner.ProcessOutcome()
         return SolutionPhase(ran, process, None), RunResult(rep, stopped, "buggy", str(exc))
@@ -774,7 +776,7 @@ def _collect_outputs(snapshot_dir: str, outputs_dir: str, patterns: Iterable[str
         else:
             matches = [pattern] if os.path.lexists(os.path.join(snapshot_dir, pattern)) else []
             if not matches:
-                raise _BadOutput(f"{missing} no '{pattern}' (hill.yaml solution.outputs)")
+                raise _BadOutput(f"{missing} '{pattern}' (hill.yaml solution.outputs)")
         for rel in matches:
             target = os.path.join(outputs_dir, rel)
             if os.path.lexists(target):
