@@ -119,7 +119,12 @@ def run_checks(hill_dir: str, tests: bool = True) -> list[Result]:
 
     if tests:
         results.append(run_tests(python, hill_dir))
-    results.append(isolation_check(spec, name, hill_dir, python))
+    isolation = isolation_check(spec, name, hill_dir, python)
+    results.append(isolation)
+    if isolation.status != "fail":  # a hill whose evals cannot start has nothing to probe
+        from . import probe
+
+        results.append(probe.leak_probe(spec, name, hill_dir, python))
     return results
 
 

@@ -75,9 +75,12 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     executable bit, content through the stat cache), the environment (the
     interpreter and uv binaries, bubblewrap's usability, PATH and PYTHON*),
     the hills version and source digest, the hill's folder and the options
-    of the run. Not private/ and not the two locks: what they say about the
-    held-out data is checked at every commit by regenerating the locks and
-    by the leak audit, never remembered.
+    of the run, and what the leak probe's verdict depends on besides
+    (probe.digest_inputs: the names of the private files it tries, where
+    $HOME, the project and the temporary folder are). Not the content of
+    private/ and not the two locks: what they say about the held-out data
+    is checked at every commit by regenerating the locks and by the leak
+    audit, never remembered.
     """
     if listing is None:
         return None
@@ -109,6 +112,9 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     add("bwrap", sandbox.bwrap_works())
     # The isolation check mounts machine state where it really is.
     add("home", [state.home(), os.path.realpath(state.home())])
+    from . import probe
+
+    add("leak probe", probe.digest_inputs(hill.path))
     add("variables", {name: _search_path() if name == "PATH" else value
                       for name, value in os.environ.items() if _counted_variable(name)})
     return digest.hexdigest()

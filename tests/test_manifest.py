@@ -136,8 +136,9 @@ def test_stale_uv_lock_fails_dependencies_even_after_a_passing_check(hill):
 def test_check_passes_on_a_good_hill(hill):
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
-    names = [line.split()[1] for line in checked.out.splitlines() if line.strip().startswith("ok")]
-    assert names == ["manifest", "layout", "readme", "dependencies", "evaluator", "tests", "isolation"]
+    names = [line[8:27].strip() for line in checked.out.splitlines() if line.strip().startswith("ok")]
+    assert names == ["manifest", "layout", "readme", "dependencies", "evaluator contract", "tests", "isolation",
+                     "leak probe"]
     assert checked.out.rstrip().endswith("circle-packing: all checks passed")
 
 
@@ -305,7 +306,7 @@ def test_defaults_come_from_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
         expected = key.default if not isinstance(key.check, schema.Table) else {
             sub.name: sub.default for sub in key.check.keys if sub.default is not schema.ABSENT}
         if key.name == "limits":
-            expected = {"time": parsed["timeout"], **expected}  # the one default that is another key
+            expected = {"time": parsed["timeout"], "cpu": parsed["timeout"], **expected}  # defaults from another key
         assert parsed[key.name] == expected, key.name
     changed = dataclasses.replace(manifest.KEYS, keys=tuple(
         dataclasses.replace(key, default=7) if key.name == "timeout" else key for key in manifest.KEYS.keys))
