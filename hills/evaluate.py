@@ -1058,7 +1058,10 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
     envelope["submission_git"] = lineage(req.submission)
     envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
     ctx = build_context(plan, run_dir, expected, say)
-    runs = _run_replicates(ctx, say)
+    try:
+        runs = _run_replicates(ctx, say)
+    finally:
+        ctx.confinement.close()
     if runs.unit_tests is not None:
         envelope["unit_tests"] = runs.unit_tests.record
     if runs.solution is not None:
@@ -1072,7 +1075,14 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
     # How the evaluator was confined: recorded, never a reason to compare apart.
     envelope["config"] = [c for c in envelope["config"] if c.get("name") != "isolation"] + [
         {"name": "isolation", "value": ctx.confinement.level, "primary": False}]
-    envelope.update(status=runs.status, passed=runs.status == "passing", reason=runs.reason)
+    # What ran confined, the caps and the caps hit (hills-report(5)).
+    envelope["isolation"] = ctx.confinement.record()
+    reason = runs.reason
+    hits = envelope["isolation"]["caps_hit"]
+    if hits and runs.status not in ("passing", "interrupted"):
+        named = "; ".join(f"{hit['cap']} (limit {hit['limit']}, seen {hit.get('seen')})" for hit in hits)
+        reason = f"{reason or runs.status}; submitted code was stopped at its cap: {named}"
+    envelope.update(status=runs.status, passed=runs.status == "passing", reason=reason)
     if runs.status != "interrupted" and not req.current:
         _check_locks(plan.hill, expected, cache)
 
@@ -1131,7 +1141,7 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
                                       hill_dir=hill.path, env_dir=os.path.dirname(os.path.dirname(python)),
                                       sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"], public=public,
                                       elsewhere=sandbox.private_elsewhere(hill.path)
-                                      if level == sandbox.LEVEL_BWRAP else ())
+                                      if level == sandbox.LEVEL_BWRAP else (), gpu=spec["exclusive"] == "gpu")
     return EvalContext(spec=spec, params=plan.params, trial=plan.trial, repeat=plan.repeat, final=req.final,
                        verbose=req.verbose, queue=req.queue, split="holdout" if req.final else "validation",
                        run_dir=run_dir, run_hill_dir=run_hill_dir, source_dir=os.path.join(run_dir, "source"),

@@ -22,6 +22,11 @@ DEFAULT_TIMEOUT = 600
 DEFAULT_BLOB_THRESHOLD = 10 * 1024 * 1024
 DEFAULT_MEMORY = 4 * 1024 * 1024 * 1024
 MIN_MEMORY = 64 * 1024 * 1024
+# Caps on submitted code (`limits`); docs/decisions.md ("Isolation") says why.
+DEFAULT_PROCESSES = 512
+MIN_PROCESSES = 8
+DEFAULT_DISK = 1024 ** 3
+DEFAULT_FILE_SIZE = 1024 ** 3
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
                "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
@@ -86,6 +91,13 @@ def _memory(value: Any, at: At) -> int:
     size = _size(value, at)
     if size < MIN_MEMORY:
         at.fail("at least 64MiB", value)
+    return size
+
+
+def _at_least_a_mebibyte(value: Any, at: At) -> int:
+    size = _size(value, at)
+    if size < 1024 * 1024:
+        at.fail("a size of at least 1MiB (e.g. 1048576 or '50MB')", value)
     return size
 
 
@@ -169,6 +181,7 @@ def _manifest_rule(values: dict[str, Any], at: At) -> None:
         at.child("metrics").fail("exactly one {name, direction} for a command evaluator (its result is one score)",
                                  values["metrics"])
     values["limits"] = {"time": values["timeout"], **values["limits"]}
+    values["limits"].setdefault("cpu", values["limits"]["time"])
 
 
 # ---------------------------------------------------------------- the keys of hill.yaml
@@ -251,9 +264,14 @@ FINAL_KEYS = Table("a mapping with budget", (
     Key("budget", Maybe(scalar("an integer >= 0", lambda value: is_count(value, 0))), default=None),
 ))
 
-LIMITS_KEYS = Table("a mapping with time and memory", (
+LIMITS_KEYS = Table("a mapping with time, memory, processes, disk, file_size and cpu", (
     Key("time", _SECONDS),
     Key("memory", _memory, default=DEFAULT_MEMORY),
+    Key("processes", scalar(f"an integer >= {MIN_PROCESSES}", lambda value: is_count(value, MIN_PROCESSES)),
+        default=DEFAULT_PROCESSES),
+    Key("disk", _at_least_a_mebibyte, default=DEFAULT_DISK),
+    Key("file_size", _at_least_a_mebibyte, default=DEFAULT_FILE_SIZE),
+    Key("cpu", _SECONDS),
 ))
 
 KEYS = Table("a mapping", (
@@ -352,11 +370,25 @@ recorded in the report's config as `isolation`."""),
         doc="""Whether the evaluator and submitted code may reach the network. When
 false, the bubblewrap isolation of `sandbox` gives them none; without
 isolation it is not enforced."""),
-    Key("limits", LIMITS_KEYS, kind="mapping", default={}, absent=empty, note="default the timeout and 4GiB",
-        doc="""Limits on submitted code that the evaluator starts through the `hills.sdk`
-module (in a command verifier, `$HILLS_PYTHON $HILLS_SOLUTION`): `time`, in
-seconds, greater than 0, the `timeout` by default; and `memory`, a size
-written as for `blobs.threshold`, at least 64MiB, 4GiB by default."""),
+    Key("limits", LIMITS_KEYS, kind="mapping", default={}, absent=empty,
+        note="default the timeout, 4GiB, 512, 1GiB, 1GiB and the time",
+        doc=f"""Caps on submitted code, wherever hills starts it (the solution phase,
+`hills.sdk.run_submission` in a function evaluator, the confined
+interpreter of a command verifier); sizes are written as for
+`blobs.threshold`. `time`: seconds of wall-clock time, greater than 0, the
+`timeout` by default. `memory`: the address space of each process, at
+least 64MiB, 4GiB by default. `processes`: how many processes and threads
+it may run at once, counted as the kernel counts them (numeric libraries
+start one thread per core), an integer of at least {MIN_PROCESSES},
+{DEFAULT_PROCESSES} by default. `disk`: the bytes it may write to its
+snapshot and scratch folder together, at least 1MiB, 1GiB by default; what
+it wrote to the scratch folder is removed after each run, and so is what
+it wrote to the snapshot when it went past the cap. `file_size`: the
+largest file it may write, at least 1MiB, 1GiB by default. `cpu`: the CPU
+seconds of each process, greater than 0, the `time` by default (a process
+with several busy threads reaches it sooner than the time). A cap that is
+hit stops the submitted code (a file write past `file_size` fails first)
+and is named in the report's `isolation` entry; see hills-report(5)."""),
 ), rule=_manifest_rule)
 
 

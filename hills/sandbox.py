@@ -16,6 +16,7 @@ function evaluator through `hills.sdk.run_submission`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -153,23 +154,294 @@ def private_elsewhere(hill_dir: Path | str) -> list[str]:
     return found
 
 
-def submission_argv(argv: Sequence[str], *, home: str, hidden: Sequence[str], writable: Iterable[str],
-                    readable: Iterable[str], network: bool, cwd: str) -> list[str]:
-    """bwrap argv for submitted code: machine state and every `hidden`
-    folder (the hill, the run folder) replaced by empty ones, only
-    `writable` folders writable."""
-    home, hidden = real(home), [real(path) for path in hidden]
-    wrapped = _common(network) + ["--tmpfs", home]
-    for path in hidden:
-        wrapped += ["--tmpfs", path]
-    for path in map(real, readable):
-        wrapped += ["--ro-bind", path, path]
-    for path in map(real, writable):
-        wrapped += ["--bind", path, path]
-    # The empty stand-ins become read-only once the binds inside them exist.
-    for path in [home] + hidden:
-        wrapped += ["--remount-ro", path]
-    wrapped += ["--chdir", real(cwd), "--"]
+# The caps of submitted code beyond time and memory (hill.yaml `limits`),
+# and the file in the run folder where hills.sdk records what it started.
+CAPS = ("processes", "disk", "file_size", "cpu")
+EVENTS_FILE = "submission-events.jsonl"
+EVENTS_CAP = 1024 * 1024
+_sizes: dict[str, bool] = {}
+
+
+def bwrap_sizes_tmpfs() -> bool:
+    """Whether this bwrap takes `--size` for a tmpfs (0.7 and later)."""
+    binary = bwrap_binary() or ""
+    if binary not in _sizes:
+        try:
+            done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+            version = tuple(int(part) for part in done.stdout.split()[-1].split(".")[:2])
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+            version = (0, 0)
+        _sizes[binary] = version >= (0, 7)
+    return _sizes[binary]
+
+
+def read_events(path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(starts, caps hit) that hills.sdk recorded in `path`; a line that is
+    not a JSON object is skipped, and at most EVENTS_CAP bytes are read."""
+    import json
+
+    starts: list[dict[str, Any]] = []
+    hits: list[dict[str, Any]] = []
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return starts, hits
+    with open(fd, "rb") as handle:
+        raw = handle.read(EVENTS_CAP)
+    for line in raw.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "start":
+            starts.append(event)
+        elif isinstance(event, dict) and event.get("event") == "cap" and len(hits) < 100:
+            hits.append({key: event[key] for key in ("cap", "limit", "seen", "by") if key in event})
+    return starts, hits
+
+
+def _pids_hierarchy() -> str | None:
+    """This process's cgroup folder in a hierarchy with the pids controller
+    (cgroup v1 `pids`, or cgroup2 where pids is enabled below it), or None."""
+    own_v1 = own_v2 = None
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            for line in handle:
+                number, controllers, path = line.rstrip("\n").split(":", 2)
+                if "pids" in controllers.split(","):
+                    own_v1 = path
+                elif number == "0":
+                    own_v2 = path
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            mounts = [line.split() for line in handle]
+    except (OSError, ValueError):
+        return None
+    for fields in mounts:
+        dash = fields.index("-") if "-" in fields else -1
+        if dash < 0 or len(fields) < dash + 4:
+            continue
+        root, point, fstype, options = fields[3], fields[4], fields[dash + 1], fields[dash + 3]
+        if fstype == "cgroup" and "pids" in options.split(",") and own_v1 is not None:
+            own = own_v1
+        elif fstype == "cgroup2" and own_v2 is not None:
+            own = own_v2
+        else:
+            continue
+        if root != "/" and not (own == root or own.startswith(root + "/")):
+            continue
+        folder = os.path.normpath(point + "/" + (own if root == "/" else own[len(root):]))
+        if fstype == "cgroup2":
+            try:
+                with open(os.path.join(folder, "cgroup.subtree_control"), encoding="utf-8") as handle:
+                    if "pids" not in handle.read().split():
+                        continue
+            except OSError:
+                continue
+        if os.access(folder, os.W_OK):
+            return folder
+    return None
+
+
+def make_pids_cgroup(limit: int) -> str | None:
+    """A fresh pids cgroup capped at `limit` tasks for the submitted code of
+    one eval, or None where hills may not make one. Cgroups left by evals
+    whose hills process is gone are removed first."""
+    parent = _pids_hierarchy()
+    if parent is None:
+        return None
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            owner = name.split("-")[1] if name.startswith("hills-") and name.count("-") >= 2 else ""
+            if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+                remove_pids_cgroup(os.path.join(parent, name))
+    path = os.path.join(parent, f"hills-{os.getpid()}-{next(_cgroup_numbers)}")
+    try:
+        os.mkdir(path)
+        with open(os.path.join(path, "pids.max"), "w", encoding="utf-8") as handle:
+            handle.write(str(limit))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        return None
+    return path
+
+
+def remove_pids_cgroup(path: str) -> None:
+    """Kill what still runs in a cgroup of hills, then remove it."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            with open(os.path.join(path, "cgroup.procs"), encoding="utf-8") as handle:
+                pids = [int(pid) for pid in handle.read().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+
+
+_cgroup_numbers = itertools.count(1)
+
+
+# What submitted code sees of the machine besides its own folders: the
+# system folders an interpreter runs from, and the few files of /etc that
+# the C library, Python, numpy and torch read. Never the rest of /etc
+# (shadow, ssh, sudoers, ssl/private), /home, /root, /run, /var, /mnt, /srv,
+# /opt or the machine's /tmp.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "host.conf", "hosts",
+             "resolv.conf", "gai.conf", "localtime", "timezone", "ssl/certs", "ssl/openssl.cnf", "pki/tls/certs",
+             "pki/ca-trust", "ca-certificates", "alternatives", "mime.types", "protocols", "services",
+             "os-release", "lsb-release", "debian_version", "fonts")
+_system: list[str] = []
+
+
+def _system_view() -> list[str]:
+    """bwrap arguments for the system folders and /etc files that exist
+    here, each read-only; a merged-usr link (/bin -> usr/bin) stays a link.
+    A file of /etc that is a link (resolv.conf into /run) is bound from
+    where it leads."""
+    if _system:
+        return _system
+    view: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            view += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            view += ["--ro-bind", path, path]
+    for name in ETC_FILES:
+        path = os.path.join("/etc", name)
+        if os.path.exists(path):
+            view += ["--ro-bind", real(path), path]
+    _system[:] = view
+    return view
+
+
+def _under(path: str, folders: Iterable[str]) -> bool:
+    return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
+
+
+def interpreter_base(env_dir: str) -> list[str]:
+    """The base installation a hill environment's interpreter runs from
+    (pyenv, uv-managed or another Python under $HOME): the prefix that
+    pyvenv.cfg's `home` names and that the interpreter's real path lies in,
+    unless it is a system folder submitted code sees anyway."""
+    found: list[str] = []
+    homes = []
+    try:
+        with open(os.path.join(env_dir, "pyvenv.cfg"), encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition("=")
+                if key.strip() == "home" and value.strip():
+                    homes.append(real(value.strip()))
+    except OSError:
+        pass
+    for name in ("python", "python3"):
+        interpreter = os.path.join(env_dir, "bin", name)
+        if os.path.exists(interpreter):
+            homes.append(os.path.dirname(real(interpreter)))
+            break
+    system = [real(path) for path in SYSTEM_DIRS if os.path.isdir(path)]
+    for folder in homes:
+        prefix = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
+        if prefix not in ("", "/") and not _under(prefix, system) and prefix not in found:
+            found.append(prefix)
+    return found
+
+
+def _links_on_the_way(paths: Iterable[str]) -> list[str]:
+    """bwrap arguments that make the links on the way to `paths` (a linked
+    HILLS_HOME, home or project folder) links in the view too, so the paths
+    that the evaluator hands submitted code, in the form the user sees,
+    lead to the same folders; each link leads only to what is bound."""
+    made: list[str] = []
+    links: list[str] = []
+    for path in paths:
+        current = os.path.abspath(path)
+        for _ in range(40):  # a bound on links leading to links
+            parts = current.strip("/").split("/")
+            link = next((prefix for prefix in ("/" + "/".join(parts[:n]) for n in range(1, len(parts) + 1))
+                         if os.path.islink(prefix)), None)
+            if link is None:
+                break
+            target = real(link)
+            if link not in made and link not in SYSTEM_DIRS:
+                made.append(link)
+                links += ["--symlink", target, link]
+            current = target + current[len(link):]
+    return links
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device nodes of this machine (none on most)."""
+    import glob
+
+    return sorted(path for path in glob.glob("/dev/nvidia*") if not os.path.isdir(path) or path.endswith("-caps"))
+
+
+def submission_argv(argv: Sequence[str], *, writable: Iterable[str], readable: Iterable[str], network: bool,
+                    cwd: str, scratch: str, devices: Iterable[str] = (), processes: int | None = None,
+                    shm_size: int | None = None) -> list[str]:
+    """bwrap argv for submitted code: nothing of the machine but the system
+    view, `readable` folders read-only, `writable` ones and the `scratch`
+    folder writable (the scratch also at /tmp), `devices` (GPUs) and its own
+    /dev, /proc and user namespace. `processes` caps its tasks inside that
+    namespace (RLIMIT_NPROC counts per user namespace, so the user's other
+    processes do not count)."""
+    binary = bwrap_binary()
+    if binary is None:
+        raise EnvironmentProblem("bubblewrap (bwrap) is not installed or not on PATH",
+                                 hint="install bubblewrap (Debian package 'bubblewrap'), or set HILLS_BWRAP")
+    wrapped = [binary, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+               "--unshare-cgroup-try"]
+    if not network:
+        wrapped.append("--unshare-net")
+    wrapped += _system_view() + ["--dev", "/dev"]
+    for device in devices:
+        wrapped += ["--dev-bind", device, device]
+    # /dev/shm (multiprocessing, torch) as a tmpfs of bounded size, the rest
+    # of /dev and the root read-only: no unbounded memory to write into.
+    if shm_size:
+        wrapped += ["--size", str(shm_size)]
+    wrapped += ["--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc"]
+    scratch = real(scratch)
+    readable, writable = list(readable), list(writable)
+    system = [path for path in SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+    binds = [("--ro-bind", path) for path in map(real, readable) if os.path.exists(path) and not _under(path, system)]
+    binds += [("--bind", path) for path in map(real, writable)]
+    links = _links_on_the_way([*readable, *writable, cwd])
+    # /tmp is the scratch folder. A folder of the view under the machine's
+    # /tmp is bound inside it, in a read-only tmpfs per top folder, so its
+    # way there holds nothing to write and the scratch only an empty
+    # mount point.
+    tops = sorted({"/tmp/" + path[len("/tmp/"):].split("/")[0]
+                   for path in [path for _, path in binds] + links[2::3] if _under(path, ["/tmp"]) and path != "/tmp"})
+    wrapped += ["--bind", scratch, "/tmp"]
+    for top in tops:
+        wrapped += ["--tmpfs", top]
+    for option, path in binds:
+        wrapped += [option, path, path]
+    if not _under(scratch, ["/tmp"]):
+        wrapped += ["--bind", scratch, scratch]
+    wrapped += links
+    for top in tops:
+        wrapped += ["--remount-ro", top]
+    wrapped += ["--remount-ro", "/", "--chdir", real(cwd), "--"]
+    prlimit = next((path for path in ("/usr/bin/prlimit", "/bin/prlimit") if os.access(path, os.X_OK)), None)
+    if processes and prlimit:
+        wrapped += [prlimit, f"--nproc={processes}:{processes}", "--"]
     return wrapped + list(argv)
 
 
@@ -179,7 +451,7 @@ class Confinement:
 
     def __init__(self, level: str, *, home: str, run_dir: str, run_hill_dir: str, hill_dir: str, env_dir: str,
                  sdk_dir: str, network: bool, limits: Mapping[str, int], public: Iterable[str] = (),
-                 elsewhere: Iterable[str] = ()) -> None:
+                 elsewhere: Iterable[str] = (), gpu: bool = False) -> None:
         self.level = level
         self.home = home
         self.run_dir = run_dir
@@ -192,28 +464,91 @@ class Confinement:
         self.network = network
         self.limits = limits
         self.elsewhere = list(elsewhere)
+        self.env_dir = env_dir
+        self.gpu = gpu
+        # Where hills.sdk records each start of submitted code and each cap
+        # it hit: the run folder, which submitted code never sees.
+        self.events = os.path.join(run_dir, EVENTS_FILE)
+        self.cgroup: str | None = None
+        self._cgroup_tried = False
 
     def evaluator(self, argv: Sequence[str], cwd: str, hide: Iterable[str] = ()) -> list[str]:
         """The evaluator's argv, with the run folder's folders in `hide` out of its sight."""
         if self.level != LEVEL_BWRAP:
             return list(argv)
-        return evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
-                              readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere,
-                              covered=hide)
+        wrapped = evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
+                                 readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere,
+                                 covered=hide)
+        cgroup = self.pids_cgroup()
+        if cgroup:
+            # The one writable spot of /sys: where hills.sdk moves the
+            # submitted code it starts into the eval's pids cgroup.
+            cut = wrapped.index("--chdir")
+            wrapped[cut:cut] = ["--bind", cgroup, cgroup]
+        return wrapped
 
     def submission_config(self, submission_dir: str, scratch_dir: str,
                           readable: Iterable[str] = ()) -> dict[str, Any]:
-        """JSON-able settings for hills.sdk.run_submission."""
+        """JSON-able settings for hills.sdk.run_submission: the view (the
+        bwrap prefix), the caps, and where to record what happened."""
         os.makedirs(scratch_dir, exist_ok=True)
+        caps = {name: self.limits[name] for name in CAPS if self.limits.get(name)}
         config: dict[str, Any] = {"cwd": submission_dir, "scratch": scratch_dir, "timeout": self.limits["time"],
                   "memory_mb": max(1, self.limits["memory"] // (1024 * 1024)), "prefix": [],
-                  "public": list(self.public)}
+                  "public": list(self.public), "limits": caps, "events": self.events}
+        cgroup = self.pids_cgroup()
+        if cgroup:
+            config["cgroup"] = cgroup
         if self.level == LEVEL_BWRAP:
             config["prefix"] = submission_argv(
-                [], home=self.home, hidden=[self.hill_dir, self.run_dir] + self.elsewhere,
-                writable=[submission_dir, scratch_dir],
-                readable=self.readable + self.public + list(readable), network=self.network, cwd=submission_dir)
+                [], writable=[submission_dir], scratch=scratch_dir,
+                readable=self.readable + interpreter_base(self.env_dir) + self.public + list(readable),
+                network=self.network, cwd=submission_dir, devices=gpu_devices() if self.gpu else (),
+                processes=caps.get("processes"), shm_size=caps.get("disk") if bwrap_sizes_tmpfs() else None)
+            # Inside, the scratch folder is /tmp and the home folder too.
+            config["tmpdir"] = "/tmp"
+            config["home"] = "/tmp"
         return config
+
+    def pids_cgroup(self) -> str | None:
+        """A pids cgroup of this eval capped at `limits.processes`, made on
+        first use where hills may make one (root, or a delegated cgroup2
+        tree); None elsewhere."""
+        if not self._cgroup_tried and self.limits.get("processes"):
+            self._cgroup_tried = True
+            self.cgroup = make_pids_cgroup(int(self.limits["processes"]))
+        return self.cgroup
+
+    def close(self) -> None:
+        """Remove the eval's cgroup once nothing of the eval runs in it."""
+        if self.cgroup:
+            remove_pids_cgroup(self.cgroup)
+            self.cgroup = None
+
+    def record(self) -> dict[str, Any]:
+        """The report's `isolation` entry: how the evaluator ran, whether
+        submitted code was started confined and how often, the caps in
+        force and each cap it hit, from the events hills.sdk wrote."""
+        starts, hits = read_events(self.events)
+        confined = [start for start in starts if start.get("confined")]
+        if not starts:
+            submitted = "not started by hills"
+        elif len(confined) == len(starts):
+            submitted = "confined"
+        else:
+            submitted = "unconfined" if not confined else "partly confined"
+        started_by: dict[str, int] = {}
+        for start in starts:
+            name = str(start.get("by", "sdk"))
+            started_by[name] = started_by.get(name, 0) + 1
+        caps = {name: self.limits[name] for name in ("time", "memory", *CAPS) if self.limits.get(name)}
+        mechanisms = sorted({str(start["processes_by"]) for start in starts if start.get("processes_by")})
+        entry: dict[str, Any] = {"evaluator": self.level, "submitted_code": submitted, "runs": len(starts),
+                                 "confined_runs": len(confined), "started_by": started_by, "limits": caps,
+                                 "caps_hit": hits}
+        if mechanisms:
+            entry["processes_by"] = mechanisms[0] if len(mechanisms) == 1 else mechanisms
+        return entry
 
 
 def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -> str | None:
@@ -229,6 +564,7 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
     os.makedirs(root, exist_ok=True)
     # A dot name: run pruning and listings skip it.
     run_dir = tempfile.mkdtemp(prefix=".check-", dir=root)
+    confinement: Confinement | None = None
     try:
         run_hill_dir, submission_dir = os.path.join(run_dir, "hill"), os.path.join(run_dir, "submission")
         os.mkdir(run_hill_dir)
@@ -236,7 +572,7 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
         confinement = Confinement(LEVEL_BWRAP, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,
                                   hill_dir=hill_dir, env_dir=os.path.dirname(os.path.dirname(python)),
                                   sdk_dir=sdk_path(), network=bool(spec["network"]), limits=spec["limits"],
-                                  elsewhere=private_elsewhere(hill_dir))
+                                  elsewhere=private_elsewhere(hill_dir), gpu=spec.get("exclusive") == "gpu")
         command = [python, "-I", "-c", ""]
         config = confinement.submission_config(submission_dir, os.path.join(run_dir, "scratch"))
         for role, argv in (("the evaluator", confinement.evaluator(command, cwd=run_hill_dir)),
@@ -246,6 +582,8 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
                 return f"{role} does not start under bubblewrap: {problem}"
         return None
     finally:
+        if confinement is not None:
+            confinement.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         if made_root:  # a check leaves no trace of a run where none was made
             with contextlib.suppress(OSError):

@@ -78,19 +78,23 @@ def test_other_hills_private_folders_are_hidden_from_the_evaluator(project):
     assert "--tmpfs /p/.hills/other/private --remount-ro /p/.hills/other/private" in joined
 
 
-def test_submission_argv_hides_the_hill_and_binds_only_its_own_folders():
-    argv = sandbox.submission_argv([], home="/m", hidden=["/p/.hills/h", "/m/runs/h/1"],
-                                   writable=["/m/runs/h/1/submission", "/m/runs/h/1/scratch"],
+def test_submission_argv_binds_only_the_system_and_its_own_folders():
+    argv = sandbox.submission_argv([], writable=["/m/runs/h/1/submission"], scratch="/m/runs/h/1/scratch",
                                    readable=["/m/envs/h/t"], network=False, cwd="/m/runs/h/1/submission")
     joined = " ".join(argv)
-    for part in ("--tmpfs /m", "--tmpfs /p/.hills/h", "--tmpfs /m/runs/h/1", "--ro-bind /m/envs/h/t /m/envs/h/t",
-                 "--bind /m/runs/h/1/submission /m/runs/h/1/submission", "--remount-ro /p/.hills/h",
-                 "--unshare-net", "--chdir /m/runs/h/1/submission"):
+    for part in ("--bind /m/runs/h/1/submission /m/runs/h/1/submission", "--bind /m/runs/h/1/scratch /tmp",
+                 "--bind /m/runs/h/1/scratch /m/runs/h/1/scratch", "--unshare-net", "--dev /dev", "--proc /proc",
+                 "--remount-ro /", "--chdir /m/runs/h/1/submission", "--ro-bind /etc/passwd /etc/passwd"):
         assert part in joined, part
     assert argv[-1] == "--"
-    # Emptied first, then the binds, then read-only: the order is the point.
-    assert joined.index("--tmpfs /m/runs/h/1") < joined.index("--bind /m/runs/h/1/submission")
-    assert joined.index("--bind /m/runs/h/1/scratch") < joined.index("--remount-ro /m/runs/h/1")
+    # Nothing of the machine is bound whole: no --ro-bind / /, no /home, /root, /run, /var, /etc itself.
+    pairs = {(argv[i + 1], argv[i + 2]) for i, word in enumerate(argv) if word in ("--ro-bind", "--bind")}
+    assert not {dest for _, dest in pairs} & {"/", "/home", "/root", "/run", "/var", "/etc", "/mnt", "/srv"}
+    assert not any(dest.startswith(("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/sudoers", "/etc/ssl/private"))
+                   for _, dest in pairs)
+    # /tmp is the scratch folder, bound before any folder under it.
+    assert joined.index("/m/runs/h/1/scratch /tmp") < joined.index("--bind /m/runs/h/1/submission")
+    assert joined.index("--bind /m/runs/h/1/submission") < joined.index("--remount-ro / ")
 
 
 def test_confinement_without_bwrap_is_a_plain_run(tmp_path):
