@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 import time
 import types
@@ -20,6 +19,8 @@ from collections.abc import Mapping
 
 # manifest (and the YAML it reads) is imported where it is needed: an eval
 # of a committed version reads its manifest from the sealed JSON cache.
+# So is shutil, which loads its compressors; the copies an eval makes are
+# state.copy_tree's.
 # command (the command shape's) and sdk (copied into the sdk folder once) are
 # imported where they are needed.
 from . import (chain, locks, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces, state,
@@ -321,6 +322,8 @@ def pinned_files(hill: Hill, commit_id: str, tree_hash: str) -> tuple[str, Locks
         expected = intact()
         if expected is not None:
             return folder, expected
+        import shutil
+
         expected = {}
         for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
             text = hill.repo.show_blob(commit_id, lock_name)
@@ -367,6 +370,8 @@ def prune_runs(name: str, keep: int = KEEP_RUNS) -> None:
     except FileNotFoundError:
         return
     for entry in runs[:-keep] if len(runs) > keep else []:
+        import shutil
+
         folder = os.path.join(root, entry)
         try:
             # A folder made a moment ago may not hold its in-use lock yet.
@@ -500,6 +505,8 @@ def _sdk_intact(root: str) -> bool:
 def _make_sdk(root: str) -> None:
     """Build the sdk folder aside, swap it in, then seal it (the caller
     holds its lock)."""
+    import shutil
+
     from . import sdk
 
     staging = root + f".tmp-{os.getpid()}"
@@ -555,6 +562,8 @@ def _fresh(path: str) -> str:
     may have left a link there, and hills, unconfined, must not write
     through it (it would write anywhere the user can)."""
     if os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.unlink(path)
@@ -801,7 +810,8 @@ def _copy_output(source: str, target: str, rel: str) -> None:
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     try:
         with open(fd, "rb", closefd=False) as reader, open(target, "xb") as writer:
-            shutil.copyfileobj(reader, writer, 1024 * 1024)
+            while chunk := reader.read(1024 * 1024):
+                writer.write(chunk)
     finally:
         os.close(fd)
 
@@ -1010,6 +1020,8 @@ def _guard_budget(plan: EvalPlan, run_dir: str) -> None:
     assert plan.tree_hash is not None  # resolve() refused --final --current under a budget
     used = final_count(plan.hill.name, plan.tree_hash, plan.key)
     if used >= plan.budget:
+        import shutil
+
         shutil.rmtree(run_dir, ignore_errors=True)
         raise NotScored(f"the holdout budget of hill '{plan.hill.name}' is spent: {used} of "
                         f"{plan.budget} --final evals used for tree {plan.tree_hash[:12]}",
@@ -1102,6 +1114,8 @@ def _prepare_hill(plan: EvalPlan, run_hill_dir: str, cache: locks.StatCache) -> 
     working tree. Returns the lock entries the data must still match."""
     hill = plan.hill
     if plan.request.current:
+        import shutil
+
         state.copy_tree(hill.path, run_hill_dir, symlinks=True,
                         ignore=shutil.ignore_patterns(".vc", "private", "__pycache__"))
         if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):

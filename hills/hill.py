@@ -4,7 +4,6 @@ files that make up its git tree, its private data and its blobs."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat as stat_module
 import sys
 
@@ -226,6 +225,7 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
     `populate(staging)`, when given, writes the hill files instead of a
     template (`hills new --from-hillclimb`); `template` then only labels it."""
     import importlib.resources
+    import shutil
     import tempfile
 
     from . import uvenv

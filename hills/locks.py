@@ -5,13 +5,12 @@ unchanged data cost one stat per file."""
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import hmac
 import json
 import os
 import stat as stat_module
 
 from . import state
+from .digests import compare_digest, hmac_sha256, sha256
 from .errors import Refused, UsageError
 
 TYPE_CHECKING = False
@@ -112,7 +111,7 @@ class StatCache:
     """
 
     def __init__(self, hill_dir: Path | str) -> None:
-        hill_key = hashlib.sha256(os.path.realpath(hill_dir).encode()).hexdigest()[:24]
+        hill_key = sha256(os.path.realpath(hill_dir).encode()).hexdigest()[:24]
         self.path = os.path.join(state.home(), "cache", "stat", hill_key + ".json")
         self.entries: dict[str, list[Any]] = {}
         self.dirty = False
@@ -125,7 +124,7 @@ class StatCache:
         try:
             document = json.loads(raw)
             body = json.dumps(document["entries"], sort_keys=True, separators=(",", ":")).encode()
-            if hmac.compare_digest(document["mac"], self._mac(body)):
+            if compare_digest(document["mac"], self._mac(body)):
                 self.entries = document["entries"]
         except (ValueError, KeyError, TypeError):
             self.entries = {}
@@ -133,7 +132,7 @@ class StatCache:
     def _mac(self, body: bytes) -> str:
         if self._key is None:
             self._key = state.load_key()
-        return hmac.new(self._key, body, hashlib.sha256).hexdigest()
+        return hmac_sha256(self._key, body)
 
     def digest(self, full_path: str, st: os.stat_result) -> str:
         signature = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 from . import state
+from .digests import compare_digest, hmac_sha256
 from .errors import UsageError
 
 TYPE_CHECKING = False
@@ -17,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _mac(name: str, tree_hash: str, key: bytes) -> str:
-    return hmac.new(key, f"pin\0{name}\0{tree_hash}".encode(), hashlib.sha256).hexdigest()
+    return hmac_sha256(key, f"pin\0{name}\0{tree_hash}".encode())
 
 
 def set_pin(hill: Hill, tree_hash: str) -> str:
@@ -55,7 +53,7 @@ def pinned(hill: Hill) -> tuple[str | None, str | None]:
     if not pin:
         return None, None
     tree_hash = pin.get("tree_hash", "")
-    if not hmac.compare_digest(str(pin.get("mac", "")), _mac(name, tree_hash, state.load_key())):
+    if not compare_digest(str(pin.get("mac", "")), _mac(name, tree_hash, state.load_key())):
         return None, "the approval record of this hill was edited outside 'hills pin'"
     return tree_hash, None
 

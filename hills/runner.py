@@ -3,8 +3,6 @@ files, and nothing it spawned left alive afterwards."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import select
 import signal
@@ -13,6 +11,7 @@ import sys
 import threading
 import time
 
+from .digests import blake2b, compare_digest
 from .records import frozen
 
 TYPE_CHECKING = False
@@ -351,7 +350,7 @@ def _seal_key_pipe() -> tuple[int, bytes]:
 def seal(payload: bytes, seal_key: bytes) -> bytes:
     """The sealed form of a result: a keyed BLAKE2b digest of it in hex, a
     newline, the result. Written by the shim (which has its own copy)."""
-    return hashlib.blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode() + b"\n" + payload
+    return blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode() + b"\n" + payload
 
 
 def unseal(data: bytes, seal_key: bytes) -> bytes | None:
@@ -361,8 +360,8 @@ def unseal(data: bytes, seal_key: bytes) -> bytes | None:
     digest, newline, payload = data.partition(b"\n")
     if not newline or not seal_key:
         return None
-    expected = hashlib.blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode()
-    return payload if hmac.compare_digest(digest, expected) else None
+    expected = blake2b(payload, key=seal_key, digest_size=32).hexdigest().encode()
+    return payload if compare_digest(digest, expected) else None
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float | None) -> int:

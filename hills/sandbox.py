@@ -18,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import shutil
 import subprocess
-import tempfile
 
 from .errors import EnvironmentProblem
 
@@ -36,7 +34,17 @@ _probe: dict[str, bool] = {}
 
 
 def bwrap_binary() -> str | None:
-    return os.environ.get("HILLS_BWRAP") or shutil.which("bwrap")
+    return os.environ.get("HILLS_BWRAP") or which("bwrap")
+
+
+def which(name: str) -> str | None:
+    """shutil.which for a plain command name, without importing shutil
+    (its compressors cost every eval a few ms)."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder, name)
+        if os.path.exists(candidate) and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 def bwrap_works() -> bool:
@@ -556,6 +564,9 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
     the evaluator and once as submitted code, through the same Confinement
     and in a run folder of its own: None when both start, else why not
     (what would make every eval of this hill buggy)."""
+    import shutil
+    import tempfile
+
     from . import state
     from .evaluate import sdk_path
 

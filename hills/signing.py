@@ -8,13 +8,12 @@ numbers exactly as Python's json module writes them, and finite numbers only.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import math
 import re
 import time
 
+from .digests import compare_digest, hmac_sha256
 from .errors import UsageError
 
 TYPE_CHECKING = False
@@ -103,7 +102,7 @@ def _unsigned(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 def _digest(envelope: dict[str, Any], key: bytes) -> str:
-    return hmac.new(key, canonical_json(_unsigned(envelope)), hashlib.sha256).hexdigest()
+    return hmac_sha256(key, canonical_json(_unsigned(envelope)))
 
 
 def sign(envelope: dict[str, Any], key: bytes) -> str:
@@ -127,7 +126,7 @@ def verify(envelope: object, key: bytes) -> tuple[bool, str]:
         expected = _digest(envelope, key)
     except UsageError as exc:
         return False, f"signature INVALID: {exc.message}"
-    if hmac.compare_digest(expected.encode("ascii"), given.encode("utf-8", "replace")):
+    if compare_digest(expected.encode("ascii"), given.encode("utf-8", "replace")):
         return True, "signature valid"
     return False, "signature INVALID: the report was edited, or signed with another machine's key"
 

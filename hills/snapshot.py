@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat as stat_module
 
 from .errors import Refused, UsageError
@@ -211,4 +210,6 @@ def _stays_inside(rel: str, tree: _Tree) -> bool:
 
 
 def remove(path: Path | str) -> None:
+    import shutil
+
     shutil.rmtree(path, ignore_errors=True)

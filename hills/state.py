@@ -128,7 +128,11 @@ def atomic_write(path: Path | str, data: bytes | str, mode: int = 0o644) -> None
 def copy_tree(source: Path | str, target: Path | str, **options: Any) -> object:
     """shutil.copytree, but its first error is raised as itself (a full disk
     with its errno and the file it was writing) rather than folded into a
-    list of texts."""
+    list of texts. A plain copy (no option but `symlinks`) is made with os
+    calls: importing shutil loads its compressors, a few ms of every eval."""
+    if not set(options) - {"symlinks"}:
+        _copy_folder(os.fspath(source), os.fspath(target), bool(options.get("symlinks")))
+        return target
     import shutil
 
     first: list[OSError] = []
@@ -146,6 +150,69 @@ def copy_tree(source: Path | str, target: Path | str, **options: Any) -> object:
         if first:
             raise first[0] from None
         raise
+
+
+def _copy_folder(source: str, target: str, symlinks: bool) -> None:
+    """What shutil.copytree(source, target, symlinks=symlinks) copies, with
+    the data, mode, times and extended attributes shutil.copy2 keeps; a
+    link is copied as a link under `symlinks`, else what it leads to."""
+    with os.scandir(source) as scan:
+        entries = list(scan)
+    os.makedirs(target)
+    for entry in entries:
+        destination = os.path.join(target, entry.name)
+        if entry.is_symlink() and symlinks:
+            os.symlink(os.readlink(entry.path), destination)
+            _copy_stat(entry.path, destination, follow_symlinks=False)
+        elif entry.is_dir():
+            _copy_folder(entry.path, destination, symlinks)
+        elif entry.is_file():
+            _copy_file(entry.path, destination)
+        else:  # shutil refuses a named pipe; a device or socket is no file to copy either
+            raise OSError(errno.EINVAL, "not a regular file, folder or link", entry.path)
+    _copy_stat(source, target)
+
+
+def _copy_file(source: str, target: str) -> None:
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        size = os.fstat(reader.fileno()).st_size
+        offset = 0
+        try:
+            while True:
+                sent = os.sendfile(writer.fileno(), reader.fileno(), offset, max(size - offset, 1 << 23))
+                if not sent:
+                    break
+                offset += sent
+        except OSError as exc:
+            if offset or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+                raise
+            while chunk := reader.read(1 << 20):  # a file system sendfile cannot read
+                writer.write(chunk)
+    _copy_stat(source, target)
+
+
+def _copy_stat(source: str, target: str, follow_symlinks: bool = True) -> None:
+    """shutil.copystat: times, extended attributes, then mode (a link's own
+    mode cannot be set on Linux)."""
+    st = os.stat(source, follow_symlinks=follow_symlinks)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=follow_symlinks)
+    try:
+        names = os.listxattr(source, follow_symlinks=follow_symlinks)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTSUP, errno.ENODATA, errno.EINVAL):
+            raise
+        names = []
+    for name in names:
+        try:
+            os.setxattr(target, name, os.getxattr(source, name, follow_symlinks=follow_symlinks),
+                        follow_symlinks=follow_symlinks)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.ENODATA, errno.EINVAL, errno.EACCES):
+                raise
+    if follow_symlinks:
+        import stat as stat_module
+
+        os.chmod(target, stat_module.S_IMODE(st.st_mode))
 
 
 # What a folder or a disk does to a write: refuse it (read-only, not ours),
@@ -358,9 +425,9 @@ def state_dir(name: str, tree_hash: str | None, hill_path: Path | str | None = N
         return os.path.join(home(), "state", f"{name}@{tree_hash}")
     if hill_path is None:
         raise TypeError("the state of a working tree needs the hill's folder")
-    import hashlib
+    from .digests import sha256
 
-    folder = hashlib.sha256(os.path.realpath(hill_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    folder = sha256(os.path.realpath(hill_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return os.path.join(home(), "state", f"{name}@current-{folder}")
 
 
@@ -380,10 +447,9 @@ def check_writable_home() -> None:
 
 
 def _seal_mac(path: Path | str, body: bytes) -> str:
-    import hashlib
-    import hmac
+    from .digests import hmac_sha256
 
-    return hmac.new(load_key(), os.path.abspath(path).encode() + b"\0" + body, hashlib.sha256).hexdigest()
+    return hmac_sha256(load_key(), os.path.abspath(path).encode() + b"\0" + body)
 
 
 def sealed_write(path: Path | str, value: object, mode: int = 0o600) -> None:
@@ -395,13 +461,13 @@ def sealed_write(path: Path | str, value: object, mode: int = 0o600) -> None:
 
 def sealed_read(path: Path | str) -> Any:
     """The value written by sealed_write, or None when missing or edited."""
-    import hmac
+    from .digests import compare_digest
 
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
         body = json.dumps(document["value"], sort_keys=True, separators=(",", ":")).encode()
-        if hmac.compare_digest(str(document["mac"]), _seal_mac(path, body)):
+        if compare_digest(str(document["mac"]), _seal_mac(path, body)):
             return document["value"]
     except (OSError, ValueError, KeyError, TypeError):
         pass

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 from . import state
+from .digests import sha256
 from .errors import CommandFailed, EnvironmentProblem
 
 MARKER = ".hills-env.json"
@@ -35,6 +34,8 @@ def uv_binary() -> str:
             return path
     except (ImportError, FileNotFoundError):
         pass
+    import shutil
+
     path = shutil.which("uv")
     if not path:
         raise EnvironmentProblem("uv is not installed or not on PATH",
@@ -104,7 +105,7 @@ def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
 
 def env_digest(hill_dir: Path | str) -> str:
     """Identity of an environment: its pyproject.toml, uv.lock and base interpreter."""
-    digest = hashlib.sha256()
+    digest = sha256()
     for name in ("pyproject.toml", "uv.lock"):
         try:
             with open(os.path.join(hill_dir, name), "rb") as handle:
@@ -161,6 +162,8 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
             return python_of(env_dir)
         if say:
             say(f"hills: the environment of hill '{name}' changed since it was built ({problem}); rebuilding it")
+    import shutil
+
     state.ensure_home()
     with state.file_lock(env_dir + ".lock"):
         if os.path.isfile(marker) and os.path.exists(python_of(env_dir)) and changed_since_built(env_dir) is None:

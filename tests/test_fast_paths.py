@@ -127,6 +127,8 @@ def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill)
     assert "hills.cli" not in modules and "hills.manpages" not in modules
     # The manifest of an evaluated version comes from the sealed JSON cache.
     assert "hills.manifest" not in modules and "hills.schema" not in modules
+    # OpenSSL (hashlib, hmac) and shutil's compressors cost every eval a few ms each.
+    assert not modules & {"hashlib", "hmac", "shutil", "tempfile", "bz2", "lzma"}
 
 
 def test_a_remembered_recommit_imports_neither_click_nor_yaml(shared_hill):
