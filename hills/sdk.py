@@ -137,7 +137,9 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
                                                           -signal.SIGKILL, 128 + signal.SIGKILL):
             used = _children_cpu() - used_before
             if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or used >= caps["cpu"]:
-                watch.hit("cpu", caps["cpu"], round(used, 3))
+                # Only reaped processes count in RUSAGE_CHILDREN; SIGXCPU
+                # itself says the cap was reached.
+                watch.hit("cpu", caps["cpu"], max(round(used, 3), caps["cpu"]))
     finally:
         watch.clean()
         _tidy(config)
