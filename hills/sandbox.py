@@ -71,23 +71,28 @@ def probe(binary: str | None) -> bool:
 
 
 def _probe_cached(binary: str) -> bool:
-    """Run the probe once per bwrap binary (by path, size and mtime) and
-    remember the answer in machine state, sealed: evals skip the probe."""
+    return bool(_remembered(binary)["works"])
+
+
+def _remembered(binary: str) -> dict[str, Any]:
+    """Run the probe and `bwrap --version` once per bwrap binary (by path,
+    size and mtime) and remember the answers in machine state, sealed:
+    evals run neither."""
     from . import state
 
     try:
         st = os.stat(binary)
     except OSError:
-        return False
+        return {"works": False, "sizes_tmpfs": False}
     identity = [os.path.realpath(binary), st.st_size, st.st_mtime_ns]
     path = os.path.join(state.home(), "cache", "bwrap-probe.json")
     cached = state.sealed_read(path)
-    if isinstance(cached, dict) and cached.get("identity") == identity:
-        return bool(cached.get("works"))
-    works = probe(binary)
+    if isinstance(cached, dict) and cached.get("identity") == identity and "sizes_tmpfs" in cached:
+        return cached
+    found = {"identity": identity, "works": probe(binary), "sizes_tmpfs": _takes_sizes(binary)}
     state.ensure_home()
-    state.sealed_write(path, {"identity": identity, "works": works})
-    return works
+    state.sealed_write(path, found)
+    return found
 
 
 def level_for(spec: Mapping[str, Any]) -> str:
@@ -174,13 +179,17 @@ def bwrap_sizes_tmpfs() -> bool:
     """Whether this bwrap takes `--size` for a tmpfs (0.7 and later)."""
     binary = bwrap_binary() or ""
     if binary not in _sizes:
-        try:
-            done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
-            version = tuple(int(part) for part in done.stdout.split()[-1].split(".")[:2])
-        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-            version = (0, 0)
-        _sizes[binary] = version >= (0, 7)
+        _sizes[binary] = bool(_remembered(binary)["sizes_tmpfs"]) if binary else False
     return _sizes[binary]
+
+
+def _takes_sizes(binary: str) -> bool:
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+        version = tuple(int(part) for part in done.stdout.split()[-1].split(".")[:2])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        version = (0, 0)
+    return version >= (0, 7)
 
 
 def read_events(path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
