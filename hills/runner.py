@@ -41,13 +41,27 @@ def become_subreaper() -> bool:
     global _subreaper
     if _subreaper is None:
         try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        except (OSError, AttributeError):
+            _subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1) == 0
+        except (OSError, AttributeError, ImportError, TypeError):
             _subreaper = False
     return _subreaper
+
+
+def _prctl(option: int, value: int) -> int:
+    """prctl(2), called through _ctypes, the C part of ctypes: the ctypes
+    package around it costs every eval about 2 ms more (hills.shim has a
+    copy)."""
+    import _ctypes
+
+    class _Int(_ctypes._SimpleCData):  # ctypes.c_int
+        _type_ = "i"
+
+    class _Function(_ctypes.CFuncPtr):  # what ctypes.CDLL(None, use_errno=True).prctl is
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = _Int
+
+    libc = _ctypes.dlopen(None)  # type: ignore[arg-type]  # None: the program and its libraries, as ctypes.CDLL(None)
+    return int(_Function(_ctypes.dlsym(libc, "prctl"))(option, value, 0, 0, 0))
 
 
 def _children() -> set[int]:
