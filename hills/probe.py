@@ -60,16 +60,24 @@ def _hills_probe(C, __file__):
             records.append({"kind": kind, "what": what, "path": path, "method": method, "bytes": count})
 
     def read(path, method):
+        """Read `path` if it is a private file or the key; nothing else is
+        opened (a device behind another process's descriptor may act on open)."""
         tried[0] += 1
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            info = os.stat(path)
         except (OSError, ValueError):
             return
+        ident = (info.st_dev, info.st_ino)
+        what = "key" if ident == key_id else ("private/" + files[ident]) if ident in files else None
+        if not what or not stat.S_ISREG(info.st_mode):
+            return
         try:
-            info = os.fstat(fd)
-            ident = (info.st_dev, info.st_ino)
-            what = "key" if ident == key_id else ("private/" + files[ident]) if ident in files else None
-            if what and stat.S_ISREG(info.st_mode):
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) == ident:
                 note("read", what, path, method, len(os.read(fd, 65536)))
         except OSError:
             pass
@@ -210,7 +218,10 @@ def _hills_probe(C, __file__):
     write("the result", os.environ.get("HILLS_RESULT"), C["run_id"])
     for label, path in C["writes"]:
         write(label, path, C["run_id"])
-    for family, address in ((socket.AF_INET, ("127.0.0.1", C["tcp_port"])), (socket.AF_UNIX, C["unix_path"])):
+    for family, address in ((socket.AF_INET, C["tcp_port"] and ("127.0.0.1", C["tcp_port"])),
+                            (socket.AF_UNIX, C["unix_path"])):
+        if not address:
+            continue
         tried[0] += 1
         try:
             with socket.socket(family, socket.SOCK_STREAM) as client:
@@ -466,16 +477,21 @@ class Listeners:
         self.tcp.bind(("127.0.0.1", 0))
         self.tcp.listen(64)
         self.port = self.tcp.getsockname()[1]
-        self.unix_path = os.path.join(folder, "probe.sock")
         self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.unix.bind(self.unix_path)
-        os.chmod(self.unix_path, 0o777)
-        self.unix.listen(64)
+        self.unix_path: str | None = os.path.join(folder, "probe.sock")
+        try:
+            self.unix.bind(self.unix_path)
+            os.chmod(self.unix_path, 0o777)
+            self.unix.listen(64)
+        except OSError:  # a temporary folder too deep for a socket's name: the TCP one is still tried
+            self.unix_path = None
 
     def accepted(self) -> list[Finding]:
         found = []
-        for listener, what in ((self.tcp, f"a TCP socket on 127.0.0.1:{self.port}"),
-                               (self.unix, f"a unix socket at {self.unix_path}")):
+        listening = [(self.tcp, f"a TCP socket on 127.0.0.1:{self.port}")]
+        if self.unix_path:
+            listening.append((self.unix, f"a unix socket at {self.unix_path}"))
+        for listener, what in listening:
             listener.setblocking(False)
             count = 0
             with contextlib.suppress(OSError):
@@ -648,7 +664,8 @@ def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir:
                      for label, folder in (("machine state", machine), ("$HOME", home),
                                            ("the project folder", project_folder(hill_dir)))
                      for path in _both(folder)],
-        "tcp_port": listeners.port, "unix_path": listeners.unix_path,
+        # A hill with `network: true` may reach the network, loopback included.
+        "tcp_port": None if spec.get("network") else listeners.port, "unix_path": listeners.unix_path,
     }
 
 
@@ -685,6 +702,8 @@ def started(how: str, argv: list[str], shape: str, boundary: bool) -> str:
         return f"started by the verifier itself (as '{shown}'), not through the confined interpreter"
     if how == "evaluator":
         return f"started by the evaluator itself (as '{shown}'), not through hills.sdk"
+    if how != "hills":
+        return "started where it could record nothing, so how is not known"
     return "started by hills" + (", confined" if boundary else ", without bubblewrap")
 
 
@@ -693,12 +712,13 @@ def verdict(spec: Mapping[str, Any], reports: list[dict[str, Any]], extra: list[
     shape = spec.get("evaluator", {}).get("shape", "function")
     tried = sum(int(report.get("tried") or 0) for report in reports)
     found = list(_findings(reports))
-    if not reports:
+    network = "; the network is allowed by hill.yaml, so not tried" if spec.get("network") else ""
+    if not reports and not extra:
         return Result(NAME, "ok", "the evaluator ran none of the example's code")
     if not found and not extra:
         return Result(NAME, "ok", f"{tried} paths tried, none reached; submitted code "
-                                  + started("hills", [], shape, boundary))
-    leaking = next((r for r in reports if r.get("found")), reports[0])
+                                  + started("hills", [], shape, boundary) + network)
+    leaking: dict[str, Any] = next((r for r in reports if r.get("found")), reports[0] if reports else {})
     ordered = sorted([finding for _how, finding in found] + extra, key=Finding.rank)
     phrases = list(dict.fromkeys(finding.phrase() for finding in ordered))
     shown = "; ".join(phrases[:4]) + (f"; and {len(phrases) - 4} more" if len(phrases) > 4 else "")

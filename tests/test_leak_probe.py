@@ -156,8 +156,8 @@ def test_the_payload_runs_the_file_after_it_and_reports_nothing_outside_an_eval(
 
     config = {"token": "t" * 24, "mark": probe.MARK, "findings": str(tmp_path), "relative": ["private"],
               "private": [], "private_dir": None, "hill_paths": [], "key_paths": [], "key_id": None,
-              "writes": [], "listings": [], "hill_id": None, "run_id": None, "tcp_port": 9,
-              "unix_path": str(tmp_path / "none.sock")}
+              "writes": [], "listings": [], "hill_id": None, "run_id": None, "tcp_port": None,
+              "unix_path": None}
     script = tmp_path / "solution.py"
     script.write_text(probe.insert_payload("from __future__ import annotations\nprint('mine')\n",
                                            probe.prefix_line(config)))
@@ -201,11 +201,17 @@ def test_an_evaluator_importing_the_submission_fails_the_probe(project):
 
 
 def unconfined(name: str, hill_dir: Path) -> bool:
-    """Whether the verifier of `hill_dir` runs its example's code where it
-    can read private/: its score says so."""
-    done = hills("eval", str(hill_dir / "examples" / "basic"), "-H", name, "--current")
-    assert done.code == 0, done.output
-    return done.report["metrics"][0]["value"] == 1
+    """Whether the verifier of `hill_dir` runs its example's code (as it
+    is, without the payload) where it can read private/: its score says so."""
+    from hills import evaluate
+    from hills.hill import Hill
+
+    request = evaluate.EvalRequest(hill=Hill(hill_dir), submission=str(hill_dir / "examples" / "basic"),
+                                   current=True, repeat=1)
+    with probe.probe_run_dir(name) as run_dir:
+        report = evaluate.evaluate_unlogged(request, run_dir)
+    assert report["status"] == "passing", report
+    return report["metrics"][0]["value"] == 1
 
 
 @needs_bwrap
