@@ -745,6 +745,8 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
         argv = [part.replace("{python}", ctx.python) for part in solution["run"]]
         env = evaluator_env(ctx, rep.env)
         env["HILLS_PARAMS"] = json.dumps(ctx.params, sort_keys=True)
+        # The report counts these starts as the solution phase's.
+        env[sdk.ENV_CONFIG] = json.dumps({**json.loads(env.get(sdk.ENV_CONFIG) or "{}"), "by": "solution"})
         # The sdk runs as a file, isolated, from the run folder: started in
         # the snapshot, `-m hills.sdk` would import the submission's hills/.
         process = runner.run([ctx.python, "-I", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))]

@@ -237,3 +237,19 @@ def test_a_bad_limit_names_the_file_the_key_and_what_was_expected(project, limit
     assert checked.code == 1, checked.output
     assert "FAIL  manifest" in checked.output
     assert "hill.yaml" in checked.output and words in checked.output, checked.output
+
+
+@needs_bwrap
+def test_the_solution_phase_counts_as_confined_and_no_code_as_not_started(committed_hill, tmp_path):
+    grid = committed_hill / "examples" / "grid" / "circles.json"
+    solver = submission(tmp_path / "solver", {"solution.py": f"open('circles.json', 'w').write({grid.read_text()!r})\n"})
+    result = hills("eval", solver, "-H", "circle-packing", "--json")
+    assert result.code == 0, result.output
+    isolation = result.report["isolation"]
+    assert isolation["submitted_code"] == "confined" and isolation["started_by"] == {"solution": 1}, isolation
+    assert isolation["limits"]["processes"] == 512 and isolation["limits"]["cpu"] == isolation["limits"]["time"]
+    plain = submission(tmp_path / "plain", {"circles.json": grid.read_text()})
+    result = hills("eval", plain, "-H", "circle-packing", "--json")
+    assert result.code == 0, result.output
+    assert result.report["isolation"]["submitted_code"] == "not started by hills"
+    assert result.report["isolation"]["runs"] == 0
