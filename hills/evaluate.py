@@ -579,6 +579,7 @@ def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
     argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, json.dumps(request)], ctx.run_dir,
                                      hide=rep.hidden)
     process = runner.run(argv, cwd=ctx.run_dir, env=env, timeout=ctx.spec["timeout"],
+                         own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP,
                          stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
                          result_pipe=True)
@@ -649,6 +650,7 @@ def run_command(ctx: EvalContext, rep: Replicate) -> RunResult:
     argv = [os.path.join(hill_dir, part) if not os.path.isabs(part) and not part.startswith("-")
             and os.path.isfile(os.path.join(hill_dir, part)) else part for part in ctx.spec["evaluator"]["entry"]]
     process = runner.run(ctx.confinement.evaluator(argv, submission_dir, hide=rep.hidden), cwd=submission_dir, env=env,
+                         own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP,
                          timeout=ctx.spec["timeout"], stdout_path=_fresh(os.path.join(run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose)
     failure = _failure(ctx.spec, process)

@@ -266,12 +266,21 @@ class ProcessOutcome:
 
 
 def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float | None, stdout_path: str,
-        stderr_path: str, verbose: bool = False, result_pipe: bool = False) -> ProcessOutcome:
+        stderr_path: str, verbose: bool = False, result_pipe: bool = False,
+        own_pid_namespace: bool = False) -> ProcessOutcome:
     """Run `argv` under the watchdog. When `result_pipe`, a pipe's write end
     is passed to the child as an inherited fd, named in env HILLS_RESULT_FD,
     and a fresh seal key arrives on its stdin; the message it writes there,
-    sealed with that key, is returned in `ProcessOutcome.result_bytes`."""
-    become_subreaper()
+    sealed with that key, is returned in `ProcessOutcome.result_bytes`.
+
+    `own_pid_namespace` says that argv starts everything it runs in a pid
+    namespace of its own that dies with it (bwrap --unshare-pid
+    --die-with-parent): an orphan there is re-parented to that namespace's
+    init, never to a subreaper outside it, and killed when the namespace
+    ends, so this process need not become one (prctl costs an eval the
+    import of _ctypes, about 4 ms)."""
+    if not own_pid_namespace:
+        become_subreaper()
     callers_children = frozenset(_children())
     exit_code: int | None = None
     timed_out = interrupted = False
