@@ -168,6 +168,43 @@ def test_the_payload_runs_the_file_after_it_and_reports_nothing_outside_an_eval(
     probe.kill_leftovers("t" * 24)
 
 
+def test_a_process_left_behind_is_found_named_and_killed():
+    import subprocess
+
+    token = "f" * 24
+    left = subprocess.Popen(["bash", "-c", f"exec -a {probe.MARK}{token} sleep 30"], start_new_session=True)
+    try:
+        for _ in range(100):
+            if probe.leftovers(token):
+                break
+            __import__("time").sleep(0.02)
+        found = probe.kill_leftovers(token)
+        assert [finding.phrase() for finding in found] == [
+            f"left behind a process (pid {left.pid}, killed by hills check)"]
+        assert left.wait(timeout=10) == -9
+    finally:
+        left.kill()
+        left.wait()
+    assert probe.leftovers(token) == []
+
+
+def test_the_listeners_count_connections_themselves(tmp_path):
+    import socket
+
+    listeners = probe.Listeners(str(tmp_path))
+    try:
+        assert listeners.accepted() == []
+        with socket.create_connection(("127.0.0.1", listeners.port)):
+            pass
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(listeners.unix_path))
+        assert [finding.phrase() for finding in listeners.accepted()] == [
+            f"connected to a TCP socket on 127.0.0.1:{listeners.port}",
+            f"connected to a unix socket at {listeners.unix_path}"]
+    finally:
+        listeners.close()
+
+
 # -- naive evaluators fail -------------------------------------------------------
 
 @needs_bwrap

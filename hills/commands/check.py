@@ -22,8 +22,11 @@ def command(name: str, no_tests: bool, as_json: bool) -> int:
     """Run the checks a hill must pass before it can be committed.
 
     One line per check: manifest schema, layout, uv.lock up to date, the
-    evaluator contract binding in the hill's own uv environment, and the
-    hill's tests/ passing in that environment. Exits 1 when any fails.
+    evaluator contract binding in the hill's own uv environment, the
+    hill's tests/ passing in that environment, the sandbox starting, and
+    the leak probe: the example submission, its code carrying a payload
+    that tries every way to reach private data, evaluated unlogged.
+    Exits 1 when any fails.
     """
     from .. import check, hill
 
