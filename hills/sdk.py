@@ -205,10 +205,9 @@ class _Watch:
         self.scratch = config.get("scratch") if caps else None
         self.baseline: dict[str, tuple[int, int, int]] = {}
         self.base_bytes = 0
+        self.processes_by: str | None = None
         if caps.get("processes"):
             self.processes_by = "cgroup" if cgroup else ("rlimit" if confined and os.geteuid() != 0 else "watch")
-        else:
-            self.processes_by = None
         self.pids_max_before = self._pids_max_events()
         if self.snapshot and os.path.isdir(self.snapshot):
             self.base_bytes = _usage(self.snapshot, self.baseline, record=True)[0]
