@@ -294,7 +294,7 @@ class Finding:
 
     def phrase(self) -> str:
         verb = {"read": "read", "list": "listed", "write": "wrote into", "connect": "connected to",
-                "process": "left behind"}[self.kind]
+                "process": "left behind"}.get(self.kind, self.kind)
         if self.kind == "read" and self.what == "key":
             return f"read the machine key {self._how()}"
         if self.kind in ("connect", "process"):
@@ -362,7 +362,8 @@ def prefix_line(config: Mapping[str, Any]) -> str:
 
 def insert_payload(text: str, line: str) -> str:
     """`text` with `line` inserted where code may start: after a first-line
-    `#!` or encoding comment and any `from __future__` imports."""
+    `#!` or encoding comment, the module's docstring and any `from
+    __future__` imports, so the file runs and reads as before."""
     import ast
 
     lines = text.splitlines(keepends=True)
@@ -374,9 +375,13 @@ def insert_payload(text: str, line: str) -> str:
     except (SyntaxError, ValueError):
         tree = None
     if tree is not None:
-        for node in tree.body:
-            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-                at = max(at, node.end_lineno or node.lineno)
+        for number, node in enumerate(tree.body):
+            docstring = number == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str)
+            future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+            if not (docstring or future):
+                break
+            at = max(at, node.end_lineno or node.lineno)
     if at and at <= len(lines) and not lines[at - 1].endswith("\n"):
         lines[at - 1] += "\n"
     return "".join(lines[:at]) + line + "".join(lines[at:])

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import needs_bwrap, write_files
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import REPO_ROOT, TRIVIAL_TEST, hill_yaml, hills, hills_home
+from eval_fixtures import REPO_ROOT, TRIVIAL_TEST, hill_yaml, hills, hills_home, real
 from hills import probe
 
 SECRET = '{"labels": [1, 2, 3]}\n'
@@ -134,6 +134,9 @@ def _is_probe(pid: str) -> bool:
     ('"""Doc."""\nfrom __future__ import annotations\nx = 1\n',
      '"""Doc."""\nfrom __future__ import annotations\nLINE\nx = 1\n'),
     ("# -*- coding: utf-8 -*-\nx = 1", "# -*- coding: utf-8 -*-\nLINE\nx = 1"),
+    ('"""A docstring\nover two lines."""\nimport os\n', '"""A docstring\nover two lines."""\nLINE\nimport os\n'),
+    ('x = 1\n"""not a docstring"""\n', 'LINE\nx = 1\n"""not a docstring"""\n'),
+    ("def broken(:\n", "LINE\ndef broken(:\n"),
     ("", "LINE\n"),
 ])
 def test_the_payload_goes_where_code_may_start(text, expected):
@@ -217,6 +220,10 @@ def test_an_evaluator_running_the_submission_itself_fails_the_probe(project):
     assert "submitted code read private/labels.json by relative path ../hill/private/labels.json" in line
     assert "started by the evaluator itself (as 'python run.py'), not through hills.sdk" in line
     assert "hint: start submitted code with hills.sdk.run_submission, or declare a solution phase" in checked.out
+    hill_has_no_trace(hill_dir, "naive")
+    executable = real("hills", "check", "naive", "--no-tests")
+    assert executable.code == 1, executable.output
+    assert probe_line(executable).split()[0] == "FAIL"
     hill_has_no_trace(hill_dir, "naive")
     committed = hills("commit", "naive", "-m", "first")
     assert committed.code == 1
