@@ -363,3 +363,16 @@ def test_without_the_boundary_every_way_out_is_named(project, hermetic, monkeypa
         assert words in text, (words, text)
     assert not (hill_dir / "private" / (probe.MARK + "x")).exists()
     hill_has_no_trace(hill_dir, "wide")
+
+
+def test_without_bubblewrap_the_leak_is_a_warning_too(project, monkeypatch):
+    monkeypatch.setenv("HILLS_BWRAP", "/nonexistent/bwrap")
+    hill_dir = function_hill("unwrapped", SDK_BODY)
+    checked = check("unwrapped")
+    assert checked.code == 0, checked.output
+    line = probe_line(checked)
+    assert line.split()[0] == "warn", line
+    assert "submitted code read private/labels.json by relative path ../hill/private/labels.json" in line
+    assert "(bubblewrap is not usable here: nothing confines submitted code)" in line
+    assert "hint: install bubblewrap (Debian package 'bubblewrap')\n" in checked.out
+    hill_has_no_trace(hill_dir, "unwrapped")
