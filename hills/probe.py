@@ -634,6 +634,7 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
                 reports = collect(token, [findings_dir, tempfile.gettempdir(), os.environ.get("TMPDIR", ""), "/tmp"],
                                   [run_dir, work])
                 extra = listeners.accepted() + kill_leftovers(token)
+                shorten(reports, {run_dir: "<run folder>", work: "<probe folder>"})
         finally:
             listeners.close()
     finally:
@@ -641,6 +642,17 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
     if problem is not None:
         return Result(NAME, "warn", f"the example could not be evaluated: {problem}")
     return verdict(spec, reports, extra, boundary)
+
+
+def shorten(reports: list[dict[str, Any]], names: Mapping[str, str]) -> None:
+    """Name the folders that are gone once the probe ends by what they were."""
+    for report in reports:
+        for item in report.get("found") or []:
+            if isinstance(item, dict) and isinstance(item.get("path"), str):
+                for folder, name in names.items():
+                    for form in _both(folder):
+                        if item["path"].startswith(form + "/"):
+                            item["path"] = name + item["path"][len(form):]
 
 
 def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir: str, token: str,
