@@ -454,6 +454,17 @@ def project_folder(hill_dir: str) -> str:
     return os.path.dirname(parent) if os.path.basename(parent) == ".hills" else parent
 
 
+def user_homes() -> list[str]:
+    """The user's home: `$HOME`, and the one the password database names
+    when it differs (a caller may have set HOME elsewhere)."""
+    homes = [os.path.expanduser("~")]
+    with contextlib.suppress(ImportError, KeyError):
+        import pwd
+
+        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
+    return list(dict.fromkeys(homes))
+
+
 def _stubs(folder: str, mounts: Iterable[str]) -> list[str]:
     """The names in `folder` that a sandbox makes on the way to a mount:
     seeing them is no leak."""
@@ -600,9 +611,8 @@ def digest_inputs(hill_dir: str) -> dict[str, Any]:
     and bubblewrap (which the gate digest covers already): the names of
     the private files it tries, and where the user's home, project and
     temporary folder are."""
-    home = os.path.expanduser("~")
     temp = tempfile.gettempdir()
-    return {"private": private_names(hill_dir), "home": _both(home),
+    return {"private": private_names(hill_dir), "home": [_both(home) for home in user_homes()],
             "project": _both(project_folder(hill_dir)), "temp": _both(temp)}
 
 
@@ -661,7 +671,7 @@ def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir:
     from . import state
     from .evaluate import sdk_path
 
-    home, machine = os.path.expanduser("~"), state.home()
+    machine = state.home()
     mounts = [machine, hill_dir, run_dir, sdk_path(), os.path.dirname(os.path.dirname(python)),
               os.path.dirname(os.path.dirname(os.path.realpath(python))), tempfile.gettempdir()]
     # The command layout's ./problem first, then the function layout's ../hill.
@@ -678,8 +688,9 @@ def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir:
         "key_id": _identity(state.key_path()), "writes": writes,
         "hill_id": _identity(hill_dir), "run_id": _identity(run_dir),
         "listings": [(label, path, _identity(path), _stubs(path, mounts))
-                     for label, folder in (("machine state", machine), ("$HOME", home),
-                                           ("the project folder", project_folder(hill_dir)))
+                     for label, folder in [("machine state", machine)]
+                     + list(zip(("$HOME", "the user's home"), user_homes()))
+                     + [("the project folder", project_folder(hill_dir))]
                      for path in _both(folder)],
         # A hill with `network: true` may reach the network, loopback included.
         "tcp_port": None if spec.get("network") else listeners.port, "unix_path": listeners.unix_path,
