@@ -41,7 +41,8 @@ HINT_COMMAND = ("start submitted code with \"$HILLS_PYTHON\" (confined whatever 
 
 # The payload. It runs once per process, inside whatever the evaluator
 # started, and must never change what the file it heads does: every step is
-# guarded, and it ends having removed whatever it created but its findings.
+# guarded, and it removes whatever it wrote but its findings (the process
+# it leaves behind is the probe's to find and kill).
 PAYLOAD = r'''
 def _hills_probe(C, __file__):
     import json, os, socket, stat, sys
