@@ -107,6 +107,24 @@ def probe_temp(monkeypatch):
     shutil.rmtree(folder, ignore_errors=True)
 
 
+TOKENS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def probe_tokens(monkeypatch):
+    """The tokens of the probes this test ran in-process: a process of
+    another probe on this machine (another suite's) is not this test's."""
+    original = probe.kill_leftovers
+
+    def recording(token):
+        TOKENS.append(token)
+        return original(token)
+
+    TOKENS.clear()
+    monkeypatch.setattr(probe, "kill_leftovers", recording)
+    return TOKENS
+
+
 def hill_has_no_trace(hill_dir: Path, name: str) -> None:
     """No run folder, attempts log, process or findings file left behind."""
     runs = hills_home() / "runs" / name
@@ -114,16 +132,9 @@ def hill_has_no_trace(hill_dir: Path, name: str) -> None:
     state = hills_home() / "state"
     assert not (state.exists() and list(state.rglob("attempts.jsonl")))
     assert not list(hill_dir.rglob(probe.MARK + "*"))
-    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _is_probe(pid)]
+    assert TOKENS and not [pid for token in TOKENS for pid in probe.leftovers(token)]
     temp = Path(os.environ["TMPDIR"])
     assert not [path for path in temp.iterdir() if path.name.startswith(("hills-probe-", probe.MARK))]
-
-
-def _is_probe(pid: str) -> bool:
-    try:
-        return probe.MARK.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
 
 
 # -- the pure parts ----------------------------------------------------------
@@ -177,7 +188,7 @@ def test_a_process_left_behind_is_found_named_and_killed():
     token = "f" * 24
     left = subprocess.Popen(["bash", "-c", f"exec -a {probe.MARK}{token} sleep 30"], start_new_session=True)
     try:
-        for _ in range(100):
+        for _ in range(500):
             if probe.leftovers(token):
                 break
             __import__("time").sleep(0.02)
