@@ -322,16 +322,19 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "ns
              "resolv.conf", "gai.conf", "localtime", "timezone", "ssl/certs", "ssl/openssl.cnf", "pki/tls/certs",
              "pki/ca-trust", "ca-certificates", "alternatives", "mime.types", "protocols", "services",
              "os-release", "lsb-release", "debian_version", "fonts")
-_system: list[str] = []
+# Read only to resolve names and services: of no use without the network
+# (localhost is in /etc/hosts), and each bind costs every start.
+ETC_NETWORK = ("resolv.conf", "gai.conf", "host.conf", "protocols", "services")
+_system: dict[bool, list[str]] = {}
 
 
-def _system_view() -> list[str]:
+def _system_view(network: bool) -> list[str]:
     """bwrap arguments for the system folders and /etc files that exist
     here, each read-only; a merged-usr link (/bin -> usr/bin) stays a link.
     A file of /etc that is a link (resolv.conf into /run) is bound from
     where it leads."""
-    if _system:
-        return _system
+    if network in _system:
+        return _system[network]
     view: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
@@ -340,9 +343,9 @@ def _system_view() -> list[str]:
             view += ["--ro-bind", path, path]
     for name in ETC_FILES:
         path = os.path.join("/etc", name)
-        if os.path.exists(path):
+        if os.path.exists(path) and (network or name not in ETC_NETWORK):
             view += ["--ro-bind", real(path), path]
-    _system[:] = view
+    _system[network] = view
     return view
 
 
@@ -425,7 +428,7 @@ def submission_argv(argv: Sequence[str], *, writable: Iterable[str], readable: I
                "--unshare-cgroup-try"]
     if not network:
         wrapped.append("--unshare-net")
-    wrapped += _system_view() + ["--dev", "/dev"]
+    wrapped += _system_view(network) + ["--dev", "/dev"]
     for device in devices:
         wrapped += ["--dev-bind", device, device]
     # /dev/shm (multiprocessing, torch) as a tmpfs of bounded size, the rest
@@ -457,7 +460,8 @@ def submission_argv(argv: Sequence[str], *, writable: Iterable[str], readable: I
         wrapped += ["--remount-ro", top]
     wrapped += ["--remount-ro", "/", "--chdir", real(cwd), "--"]
     prlimit = next((path for path in ("/usr/bin/prlimit", "/bin/prlimit") if os.access(path, os.X_OK)), None)
-    if processes and prlimit:
+    # RLIMIT_NPROC is never enforced for root (the pids cgroup caps it).
+    if processes and prlimit and os.geteuid() != 0:
         wrapped += [prlimit, f"--nproc={processes}:{processes}", "--"]
     return wrapped + list(argv)
 

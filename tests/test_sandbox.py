@@ -92,6 +92,10 @@ def test_submission_argv_binds_only_the_system_and_its_own_folders():
     assert not {dest for _, dest in pairs} & {"/", "/home", "/root", "/run", "/var", "/etc", "/mnt", "/srv"}
     assert not any(dest.startswith(("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/sudoers", "/etc/ssl/private"))
                    for _, dest in pairs)
+    # Name resolution files only where there is a network to resolve on.
+    networked = sandbox.submission_argv([], writable=[], scratch="/m/s", readable=[], network=True, cwd="/m/s")
+    if os.path.exists("/etc/resolv.conf"):
+        assert "/etc/resolv.conf" in networked and "/etc/resolv.conf" not in argv
     # /tmp is the scratch folder, bound before any folder under it.
     assert joined.index("/m/runs/h/1/scratch /tmp") < joined.index("--bind /m/runs/h/1/submission")
     assert joined.index("--bind /m/runs/h/1/submission") < joined.index("--remount-ro / ")
