@@ -257,7 +257,7 @@ def test_command_evaluator_needs_metrics():
 MAN_PAGE = Path(__file__).resolve().parent.parent / "man" / "hill.yaml.5"
 VALID = {"spec": 1, "name": "demo", "version": "1", "evaluator": {"shape": "function", "entry": "eval.py"},
          "params": {"n": {"type": "int", "default": 1}}, "metrics": [{"name": "m", "direction": "max"}],
-         "unit_tests": {"command": ["pytest"]}}
+         "unit_tests": {"command": ["pytest"]}, "solution": {"run": ["python", "solution.py"], "outputs": ["out"]}}
 
 
 def man_definitions(section: str) -> dict[str, tuple[str, str]]:
