@@ -56,7 +56,9 @@ def _log_path(hill: Hill, current: bool, tree_hash: str | None) -> tuple[str | N
 
 
 def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> dict[str, Any]:
-    key = state.load_key()
+    from .trust import machine_keys, trusted
+
+    key = machine_keys()
     tree_hash, path = _log_path(hill, current, tree_hash)
     result: dict[str, Any] = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
               "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
@@ -82,7 +84,7 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
             continue
         result["attempts"].append({"seq": entry.get("seq"), "line": index + 1, "report": report})
         items.append((f"seq {entry.get('seq')}", report))
-    ranked = rank.rank(items, key)
+    ranked = rank.rank(items, key, trusted())
     result["best"] = [{"primary": g["primary"], "source": g["entries"][0]["source"],
                        "report": g["entries"][0]["report"], "candidates": len(g["entries"]),
                        "noise": len(g["entries"]) > 1 and g["entries"][1]["noise"]}

@@ -1,26 +1,37 @@
-"""Append-only JSONL logs whose lines are chained by HMAC (the attempts logs).
+"""Append-only JSONL logs whose lines are signed and chained (the attempts logs).
 
-Line format (version 1). Each entry is one line of UTF-8 bytes:
+Line format (version 2). Each entry is one line of UTF-8 bytes:
 
-    BODY minus its final "}"  +  ,"mac":"hmac-sha256:<64 hex>"}  +  "\\n"
+    BODY minus its final "}"  +  ,"sig":"ed25519:<128 hex>"}  +  "\\n"
 
 where BODY is the canonical JSON (see `hills.signing.canonical_json`: sorted
 keys, separators "," and ":", UTF-8, finite numbers) of the caller's record
 plus two fields the log owns:
 
     seq   0 for the first line, then +1 per line
-    prev  the previous line's mac, "" on the first line
+    prev  the previous line's link, "" on the first line
 
-and mac is `hmac-sha256:` + HMAC-SHA256(machine key, BODY) in lowercase hex.
-So `mac` is always the last key of the line (the other keys stay sorted),
-every line ends with the same 87-byte shape, and the MAC is checked on the
-line's own bytes with no re-encoding: BODY is the line up to `,"mac":`
-followed by "}". Parsing a line, dropping `mac` and re-encoding it
-canonically gives BODY again, so any JSON tool can check a line too.
+sig is the Ed25519 signature of BODY by the machine's key, in lowercase
+hex, and a line's link is `sha256:` + SHA-256 of the line's bytes without
+its newline. So `sig` is always the last key of the line (the other keys
+stay sorted), every line ends with the same 147-byte shape, and the
+signature is checked on the line's own bytes with no re-encoding: BODY is
+the line up to `,"sig":` followed by "}". Any JSON tool and the public key
+(`hills key`) can check a line too.
 
-Beside the log, `<log>.head` holds the newest {seq, mac}, signed with the
-machine key; it is how a cleanly cut tail is noticed. `<log>.lock` is the
-flock every append holds.
+Because each line holds the link of the one before, a line whose signature
+holds vouches for every line linked before it: a check hashes each line
+and verifies the signature of the last line of each linked run (and of
+the head), not of every line, so a long log verifies at hashing speed.
+
+A log from before Ed25519 holds version 1 lines, which end in
+`,"mac":"hmac-sha256:<64 hex>"}` (HMAC-SHA256 of BODY with that machine's
+old secret, kept as key.hmac) and whose link is that mac; version 2 lines
+may follow them, chained on.
+
+Beside the log, `<log>.head` holds the newest {seq, mac} (mac: the link)
+signed with the machine key; it is how a cleanly cut tail is noticed.
+`<log>.lock` is the flock every append holds.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ import fcntl
 import json
 import os
 
-from .digests import compare_digest, hmac_sha256
+from .ed25519 import sha256
 from .errors import Refused, UsageError
 from .records import frozen
 from .signing import canonical_json
@@ -38,17 +49,25 @@ from .state import atomic_write, file_lock, write_problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import hashlib
     from collections.abc import Callable
     from typing import Any
 
-SCHEME = "hmac-sha256:"
-RESERVED = ("seq", "prev", "mac")
-MAC_MARK = b',"mac":"' + SCHEME.encode("ascii")
-HEX_LEN = 64
-# ,"mac":"hmac-sha256:<hex>"}  (the newline is not counted)
-SUFFIX_LEN = len(MAC_MARK) + HEX_LEN + 2
+    from .trust import Keys
+
+SCHEME = "ed25519:"
+LINK = "sha256:"
+LEGACY_SCHEME = "hmac-sha256:"
+RESERVED = ("seq", "prev", "mac", "sig")
+SIG_MARK = b',"sig":"' + SCHEME.encode("ascii")
+SIG_HEX = 128
+# ,"sig":"ed25519:<hex>"}  (the newline is not counted)
+SUFFIX_LEN = len(SIG_MARK) + SIG_HEX + 2
+LEGACY_MARK = b',"mac":"' + LEGACY_SCHEME.encode("ascii")
+LEGACY_HEX = 64
+LEGACY_SUFFIX_LEN = len(LEGACY_MARK) + LEGACY_HEX + 2
 _TAIL_CHUNK = 65536
+# Past this many signatures to check, loading `cryptography` pays for itself.
+_MANY = 8
 
 
 class ChainReport:
@@ -74,22 +93,28 @@ class ChainReport:
                 f"break_line={self.break_line}, problems={self.problems!r})")
 
 
+
 def _check_record(record: object) -> None:
     if not isinstance(record, dict):
         raise UsageError("a log record must be a JSON object")
     for name in RESERVED:
         if name in record:
             raise UsageError(f"record field '{name}' is reserved by the log",
-                             hint="rename the field; seq, prev and mac are written by hills")
+                             hint="rename the field; seq, prev, mac and sig are written by hills")
 
 
-def encode_entry(record: dict[str, Any], seq: int, prev: str, key: bytes) -> tuple[bytes, str]:
-    """(line bytes with its newline, mac) for `record` at `seq` after `prev`."""
+def link_of(line: bytes) -> str:
+    """The link of a version 2 line (with or without its newline)."""
+    return LINK + sha256(line[:-1] if line.endswith(b"\n") else line).hexdigest()
+
+
+def encode_entry(record: dict[str, Any], seq: int, prev: str, keys: Keys) -> tuple[bytes, str]:
+    """(line bytes with its newline, link) for `record` at `seq` after `prev`."""
     _check_record(record)
     body = canonical_json({**record, "seq": seq, "prev": prev})
-    mac = SCHEME + hmac_sha256(key, body)
-    line = body[:-1] + b',"mac":"' + mac.encode("ascii") + b'"}\n'
-    return line, mac
+    signature = keys.sign(body).hex()
+    line = body[:-1] + SIG_MARK + signature.encode("ascii") + b'"}\n'
+    return line, link_of(line)
 
 
 def head_path(path: str | os.PathLike[str]) -> str:
@@ -100,17 +125,68 @@ def lock_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path) + ".lock"
 
 
-def _sign_head(seq: int, mac: str, key: bytes) -> str:
-    # The body has no `prev`, so a head signature can never pass as a line mac.
-    return SCHEME + hmac_sha256(key, canonical_json({"mac": mac, "seq": seq}))
+def _head_body(seq: int, mac: str) -> bytes:
+    # The body has no `prev`, so a head signature can never pass as a line's.
+    return canonical_json({"mac": mac, "seq": seq})
+
+
+def _sign_head(seq: int, mac: str, keys: Keys) -> str:
+    return SCHEME + keys.sign(_head_body(seq, mac)).hex()
+
+
+def _legacy_mac(secret: bytes, body: bytes) -> str:
+    import hashlib
+    import hmac
+
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def _head_signed(seq: int, mac: str, signature: str, keys: Keys) -> bool:
+    scheme, _, given = signature.partition(":")
+    if scheme + ":" == SCHEME:
+        try:
+            raw = bytes.fromhex(given)
+        except ValueError:
+            return False
+        return keys.verify_local(_head_body(seq, mac), raw)
+    if scheme + ":" == LEGACY_SCHEME and keys.legacy is not None:
+        import hmac
+
+        return hmac.compare_digest(_legacy_mac(keys.legacy, _head_body(seq, mac)).encode("ascii"),
+                                   given.encode("utf-8", "replace"))
+    return False
 
 
 def _split(line: bytes) -> tuple[bytes, bytes] | None:
-    """(body, mac hex bytes) when `line` has the mac suffix shape, else None."""
+    """(body, sig hex bytes) when `line` has the version 2 suffix shape, else None."""
     if (len(line) <= SUFFIX_LEN or line[-2:] != b'"}' or line[:1] != b"{"
-            or line[-SUFFIX_LEN:-HEX_LEN - 2] != MAC_MARK):
+            or line[-SUFFIX_LEN:-SIG_HEX - 2] != SIG_MARK):
         return None
-    return line[:-SUFFIX_LEN] + b"}", line[-HEX_LEN - 2:-2]
+    return line[:-SUFFIX_LEN] + b"}", line[-SIG_HEX - 2:-2]
+
+
+def _split_legacy(line: bytes) -> tuple[bytes, bytes] | None:
+    """(body, mac hex bytes) when `line` has the version 1 suffix shape, else None."""
+    if (len(line) <= LEGACY_SUFFIX_LEN or line[-2:] != b'"}' or line[:1] != b"{"
+            or line[-LEGACY_SUFFIX_LEN:-LEGACY_HEX - 2] != LEGACY_MARK):
+        return None
+    return line[:-LEGACY_SUFFIX_LEN] + b"}", line[-LEGACY_HEX - 2:-2]
+
+
+def _signed(body: bytes, signature_hex: bytes, keys: Keys) -> bool:
+    try:
+        raw = bytes.fromhex(signature_hex.decode("ascii"))
+    except ValueError:
+        return False
+    return keys.verify_local(body, raw)
+
+
+def _line_link(line: bytes) -> str | None:
+    """The link of a line of either version, None when it has neither shape."""
+    if _split(line) is not None:
+        return link_of(line)
+    parts = _split_legacy(line)
+    return LEGACY_SCHEME + parts[1].decode("ascii") if parts is not None else None
 
 
 def _fast_fields(body: bytes) -> tuple[int, str] | None:
@@ -155,7 +231,7 @@ def _entry_fields(entry: dict[str, Any]) -> tuple[int | None, str | None, str | 
     return seq, prev if isinstance(prev, str) else None, mac if isinstance(mac, str) else None
 
 
-def _read_head_file(path: str | os.PathLike[str], key: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+def _read_head_file(path: str | os.PathLike[str], keys: Keys | None) -> tuple[dict[str, Any] | None, str | None]:
     """(head dict or None, problem or None) from `<path>.head`."""
     target = head_path(path)
     try:
@@ -172,8 +248,7 @@ def _read_head_file(path: str | os.PathLike[str], key: bytes | None) -> tuple[di
         return None, f"head file '{target}' is damaged (not a JSON object with seq, mac and signature)"
     if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(mac, str):
         return None, f"head file '{target}' is damaged (seq or mac has the wrong type)"
-    if key is not None and not compare_digest(
-            _sign_head(seq, mac, key).encode("ascii"), str(signature).encode("utf-8", "replace")):
+    if keys is not None and not _head_signed(seq, mac, str(signature), keys):
         return None, f"head file '{target}' has an INVALID signature (edited, or written with another machine's key)"
     return {"seq": seq, "mac": mac}, None
 
@@ -206,24 +281,6 @@ def _read_settled(path: str | os.PathLike[str], offset: int = 0) -> bytes | None
     return data
 
 
-def _hmac_pads(key: bytes) -> tuple[Callable[[], hashlib._Hash], Callable[[], hashlib._Hash]]:
-    """Copy-makers for the inner and outer SHA-256 states of HMAC (RFC 2104).
-
-    hmac.HMAC.copy() builds a Python object per call; copying two bare hash
-    states verifies a 100,000-line log about twice as fast, same result.
-    A long log is read through OpenSSL's SHA-256 (hashlib), which hashes a
-    line faster than the builtin one of `digests` once it is loaded.
-    """
-    import hashlib
-
-    if len(key) > 64:
-        key = hashlib.sha256(key).digest()
-    key = key.ljust(64, b"\0")
-    inner = hashlib.sha256(key.translate(bytes(byte ^ 0x36 for byte in range(256))))
-    outer = hashlib.sha256(key.translate(bytes(byte ^ 0x5C for byte in range(256))))
-    return inner.copy, outer.copy
-
-
 class _Scan:
     """Where a scan stands: the chain state the next line must continue."""
 
@@ -234,56 +291,57 @@ class _Scan:
         self.count = 0            # lines that passed every check
         self.number = 0           # lines looked at so far
         self.expect_seq = 0
-        self.expect_prev: str | None = ""
+        self.expect_prev: str | None = ""     # None: after an edited line, whose link is unknown
         self.last_seq: int | None = None
         self.last_mac: str | None = None
         self.prev_line: int | None = None     # line number of the entry the chain continues from
-        self.head_mac: str | None = None      # mac of the entry whose seq the head records
+        self.head_mac: str | None = None      # link of the entry whose seq the head records
         self.break_line: int | None = None
 
+    def copy(self) -> _Scan:
+        other = _Scan()
+        for name in self.__slots__:
+            setattr(other, name, getattr(self, name))
+        return other
 
-def _fast_scan(data: bytes, key: bytes, head_seq: int | None, scan: _Scan) -> int:
-    """Check intact lines from the start; returns the offset where it stopped.
 
-    One pass over the bytes with no copies and no JSON parsing. prev and seq
-    are found by substring. A `"prev":` right after the opening brace and a
-    `"seq":N` right before `,"mac":` can only be top-level keys (the usual
-    case: an attempts line is {"prev", "report", "seq"}); anywhere else,
-    counting the markers in the checked part proves each line holds exactly
-    one of each, so the ones found are the top-level fields (see
-    `_fast_fields`). The first line that is not plainly intact stops the scan
-    and the careful scan takes over from there.
+def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, scan: _Scan) -> tuple[int, bool]:
+    """Check plainly intact version 2 lines from `position` on; returns
+    (the offset where it stopped, whether to leave all the rest to the
+    careful scan).
+
+    One pass over the bytes with no JSON parsing: each line's shape, its
+    seq and prev (found by substring), and its SHA-256 link. A `"prev":`
+    right after the opening brace and a `"seq":N` right before `,"sig":`
+    can only be top-level keys; anywhere else, counting the markers in the
+    checked part proves each line holds exactly one of each, so the ones
+    found are the top-level fields (see `_fast_fields`). Then the signature
+    of the last line checked vouches for all of them; when it fails, the
+    run is walked back to the last line whose own signature holds.
     """
-    inner, outer = _hmac_pads(key)
-    compare = compare_digest
-    view = memoryview(data)
+    start = position
     find = data.find
     rfind = data.rfind  # seq sorts late among keys: search from the end
     startswith = data.startswith
-    close = b"}"
-    mark = MAC_MARK
+    view = memoryview(data)
+    mark = SIG_MARK
     tail = SUFFIX_LEN
     size = len(data)
-    position = 0
-    seq = 0
-    expect_prev = b'"prev":""'
-    given = b""
+    seq = first_seq = scan.expect_seq
+    expect_prev = None if scan.expect_prev is None else b'"prev":"' + scan.expect_prev.encode("ascii") + b'"'
+    link = ""
     head_mac = None
     loose = False  # a marker was found away from where only a top-level key can be
+    last_start = -1
     while position < size:
         end = find(b"\n", position)
         cut = end - tail
         if cut <= position or not startswith(mark, cut) or not startswith(b'"}', end - 2):
             break
-        digest = inner()
-        digest.update(view[position:cut])
-        digest.update(close)
-        sealed = outer()
-        sealed.update(digest.digest())
-        mac_hex = data[end - HEX_LEN - 2:end - 2]
-        if not compare(sealed.hexdigest().encode("ascii"), mac_hex):
-            break
-        found = find(expect_prev, position, cut)
+        if expect_prev is None:
+            found = find(b'"prev":"', position, cut)
+        else:
+            found = find(expect_prev, position, cut)
         if found < 0:
             break
         if found != position + 1:
@@ -292,77 +350,122 @@ def _fast_scan(data: bytes, key: bytes, head_seq: int | None, scan: _Scan) -> in
         found = rfind(marker, position, cut)
         if found < 0 or data[found + len(marker)] not in b",}":
             break
-        if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"mac"...`
+        if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"sig"...`
             loose = True
-        given = mac_hex
+        link = LINK + sha256(view[position:end]).hexdigest()
         if seq == head_seq:
-            head_mac = given
-        expect_prev = b'"prev":"' + mark[8:] + given + b'"'
+            head_mac = link
+        expect_prev = b'"prev":"' + link.encode("ascii") + b'"'
+        last_start = position
         seq += 1
         position = end + 1
-    if seq and loose and (data.count(b'"prev":', 0, position) != seq
-                          or data.count(b'"seq":', 0, position) != seq):
-        return 0  # a marker appears twice somewhere: let the careful scan decide
-    if seq:
-        mac = SCHEME + given.decode("ascii")
-        scan.count = scan.number = seq
-        scan.expect_seq, scan.expect_prev = seq, mac
-        scan.last_seq, scan.last_mac, scan.prev_line = seq - 1, mac, seq
-        if head_mac is not None:
-            scan.head_mac = SCHEME + head_mac.decode("ascii")
-    return position
+    count = seq - first_seq
+    if count and loose and (data.count(b'"prev":', start, position) != count
+                            or data.count(b'"seq":', start, position) != count):
+        return start, True  # a marker appears twice somewhere: let the careful scan decide
+    if not count:
+        return start, False
+    last_parts = _split(data[last_start:position - 1])
+    if last_parts is None or not _signed(last_parts[0], last_parts[1], keys):
+        # Some line of the run was forged with its links made anew: keep
+        # the run up to the last line whose own signature holds.
+        kept = _last_signed(data, start, last_start, keys)
+        if kept == start:
+            return start, False
+        return _fast_scan(data[:kept], start, keys, head_seq, scan)[0], False
+    scan.count += count
+    scan.number += count
+    scan.expect_seq, scan.expect_prev = seq, link
+    scan.last_seq, scan.last_mac, scan.prev_line = seq - 1, link, scan.number
+    if head_mac is not None:
+        scan.head_mac = head_mac
+    return position, False
 
 
-def _careful_scan(lines: list[bytes], truncated: bool, key: bytes, head_seq: int | None, scan: _Scan) -> list[str]:
+def _last_signed(data: bytes, start: int, last_start: int, keys: Keys) -> int:
+    """The offset just past the last line between `start` and `last_start`
+    (both line starts) whose own signature holds; `start` when none does."""
+    from .trust import check_many
+
+    checked = 0
+    line_start = last_start
+    while line_start > start:
+        line_start = data.rfind(b"\n", start, line_start - 1) + 1 or start
+        if line_start < start:
+            line_start = start
+        line_end = data.find(b"\n", line_start)
+        checked += 1
+        if checked == _MANY:
+            check_many()
+        parts = _split(data[line_start:line_end])
+        if parts is not None and _signed(*parts, keys):
+            return line_end + 1
+        if line_start == start:
+            break
+    return start
+
+
+def _check_line(line: bytes, number: int, keys: Keys) -> tuple[list[str], str | None, tuple[int | None, str | None] | None]:
+    """(problems, link, (seq, prev)) of one line on its own: its shape and its signature or mac."""
+    parts = _split(line)
+    if parts is not None:
+        body, given = parts
+        if keys.public is None:
+            return [f"line {number}: signed with an Ed25519 key, and this machine has none to check it with"], \
+                link_of(line), None
+        if _signed(body, given, keys):
+            fields: tuple[int | None, str | None] | None = _fast_fields(body)
+            if fields is None:
+                entry = _parse(line)
+                fields = _entry_fields(entry)[:2] if entry is not None else (None, None)
+            return [], link_of(line), fields
+        entry = _parse(line)
+        if entry is None:
+            return [f"line {number}: not valid JSON"], None, None
+        return [f"line {number}: signature does not match its content (edited)"], None, None
+    legacy = _split_legacy(line)
+    if legacy is not None:
+        body, given = legacy
+        mac = LEGACY_SCHEME + given.decode("ascii")
+        entry = _parse(line)
+        if entry is None:
+            return [f"line {number}: not valid JSON"], None, None
+        seq, prev, _ = _entry_fields(entry)
+        if keys.legacy is None:
+            return [f"line {number}: its mac was made with an old HMAC secret this machine does not have "
+                    "(key.hmac)"], mac, (seq, prev)
+        import hmac
+
+        if hmac.compare_digest(_legacy_mac(keys.legacy, body).encode("ascii"), given):
+            return [], mac, (seq, prev)
+        return [f"line {number}: mac does not match its content (edited)"], mac, (seq, prev)
+    entry = _parse(line)
+    if not line.strip():
+        return [f"line {number}: empty line"], None, None
+    if entry is None:
+        return [f"line {number}: not valid JSON"], None, None
+    seq, prev, _ = _entry_fields(entry)
+    if "sig" not in entry and "mac" not in entry:
+        return [f"line {number}: no signature (not written by a hills log)"], None, None
+    return [f"line {number}: signature is not in the form hills writes (edited)"], None, (seq, prev)
+
+
+def _careful_scan(lines: list[bytes], truncated: bool, keys: Keys, head_seq: int | None, scan: _Scan) -> list[str]:
     """Check line by line from where `scan` stands, describing every problem."""
-    inner, outer = _hmac_pads(key)
-    compare = compare_digest
     problems = []
+    if len(lines) > _MANY:
+        from .trust import check_many
+
+        check_many()
     for index, line in enumerate(lines):
         number = scan.number + 1
         scan.number = number
-        found = []
         if truncated and index == len(lines) - 1:
             problems.append(f"line {number}: truncated (no newline at end of file)")
             scan.break_line = scan.break_line or number
             break
-        parts = _split(line)
-        fields: tuple[int | None, str | None] | None = None
-        mac = None
-        if parts is not None:
-            body, given = parts
-            digest = inner()
-            digest.update(body)
-            sealed = outer()
-            sealed.update(digest.digest())
-            if compare(sealed.hexdigest().encode("ascii"), given):
-                mac = SCHEME + given.decode("ascii")
-                fields = _fast_fields(body)
-                if fields is None:
-                    entry = _parse(line)
-                    fields = _entry_fields(entry)[:2] if entry is not None else (None, None)
-            else:
-                entry = _parse(line)
-                if entry is None:
-                    found.append(f"line {number}: not valid JSON")
-                else:
-                    found.append(f"line {number}: mac does not match its content (edited)")
-                    seq, prev, mac = _entry_fields(entry)
-                    fields = (seq, prev)
-        else:
-            entry = _parse(line)
-            if not line.strip():
-                found.append(f"line {number}: empty line")
-            elif entry is None:
-                found.append(f"line {number}: not valid JSON")
-            else:
-                seq, prev, mac = _entry_fields(entry)
-                if mac is None:
-                    found.append(f"line {number}: no mac (not written by a hills log)")
-                else:
-                    found.append(f"line {number}: mac is not in the form hills writes (edited)")
-                    fields = (seq, prev)
-
+        found, mac, fields = _check_line(line, number, keys)
+        edited = bool(found) and mac is None and fields is None and "edited" in found[0]
         if fields is not None:
             seq, prev = fields
             if seq is None or prev is None:
@@ -378,9 +481,9 @@ def _careful_scan(lines: list[bytes], truncated: bool, key: bytes, head_seq: int
                     else:
                         found.append(f"line {number}: seq {seq} follows seq {scan.last_seq} "
                                      "(a line was moved or repeated)")
-                if prev != scan.expect_prev:
+                if scan.expect_prev is not None and prev != scan.expect_prev:
                     if scan.prev_line:
-                        found.append(f"line {number}: prev does not match the mac of line {scan.prev_line} "
+                        found.append(f"line {number}: prev does not match the link of line {scan.prev_line} "
                                      "(the chain is broken here)")
                     else:
                         found.append(f"line {number}: prev is not empty on the first entry "
@@ -390,6 +493,11 @@ def _careful_scan(lines: list[bytes], truncated: bool, key: bytes, head_seq: int
                 scan.expect_seq, scan.expect_prev = seq + 1, mac
                 if seq == head_seq:
                     scan.head_mac = mac
+        elif edited:
+            # Its own link is unknown: the next line may hold any prev; seq goes on.
+            scan.last_seq = scan.expect_seq
+            scan.expect_seq += 1
+            scan.expect_prev, scan.prev_line = None, number
         if found:
             problems.extend(found)
             if scan.break_line is None:
@@ -399,7 +507,7 @@ def _careful_scan(lines: list[bytes], truncated: bool, key: bytes, head_seq: int
     return problems
 
 
-def verify(path: str | os.PathLike[str], key: bytes, head: dict[str, Any] | None = None) -> ChainReport:
+def verify(path: str | os.PathLike[str], keys: Keys, head: dict[str, Any] | None = None) -> ChainReport:
     """Check every line of the log at `path`; a ChainReport says where it breaks.
 
     `head` ({seq, mac}, e.g. a copy kept elsewhere) is checked against the
@@ -410,7 +518,7 @@ def verify(path: str | os.PathLike[str], key: bytes, head: dict[str, Any] | None
     problems = []
     head_problem = None
     if head is None:
-        head, head_problem = _read_head_file(path, key)
+        head, head_problem = _read_head_file(path, keys)
     elif (not isinstance(head, dict) or isinstance(head.get("seq"), bool)
           or not isinstance(head.get("seq"), int) or not isinstance(head.get("mac"), str)):
         raise UsageError("a chain head must be an object with an integer seq and a string mac")
@@ -418,22 +526,30 @@ def verify(path: str | os.PathLike[str], key: bytes, head: dict[str, Any] | None
     data = _read_settled(path) or b""  # after the head: a head is never newer than the log
 
     scan = _Scan()
-    position = _fast_scan(data, key, head_seq, scan) if data else 0
-    problems.extend(_scan_rest(data, position, key, head_seq, scan))
+    problems.extend(_scan_rest(data, 0, keys, head_seq, scan))
     problems.extend(_against_head(head, head_problem, scan, problems))
     return _chain_report(scan, problems)
 
 
-def _scan_rest(data: bytes, position: int, key: bytes, head_seq: int | None, scan: _Scan) -> list[str]:
-    """The problems of the lines from `position` on, checked one by one
-    (past where the fast scan stopped)."""
-    if position >= len(data):
-        return []
-    lines = data[position:].split(b"\n")
-    truncated = lines[-1] != b""
-    if not truncated:
-        lines.pop()
-    return _careful_scan(lines, truncated, key, head_seq, scan)
+def _scan_rest(data: bytes, position: int, keys: Keys, head_seq: int | None, scan: _Scan) -> list[str]:
+    """The problems of the lines from `position` on: plainly intact runs by
+    the fast scan, each line that is not by the careful one."""
+    problems: list[str] = []
+    while position < len(data):
+        position, careful_rest = _fast_scan(data, position, keys, head_seq, scan)
+        if position >= len(data):
+            break
+        end = data.find(b"\n", position)
+        if careful_rest or end < 0:
+            lines = data[position:].split(b"\n")
+            truncated = lines[-1] != b""
+            if not truncated:
+                lines.pop()
+            problems.extend(_careful_scan(lines, truncated, keys, head_seq, scan))
+            break
+        problems.extend(_careful_scan([data[position:end]], False, keys, head_seq, scan))
+        position = end + 1
+    return problems
 
 
 def _chain_report(scan: _Scan, problems: list[str]) -> ChainReport:
@@ -473,44 +589,70 @@ class Resumed:
     mark: dict | None
 
 
-def verify_from(path: str | os.PathLike, key: bytes, mark: dict | None = None) -> Resumed | None:
+def _line_ending_at(path: str | os.PathLike, end: int) -> bytes | None:
+    """The line of the log whose newline is the byte before `end`, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        chunk = _TAIL_CHUNK
+        while True:
+            start = max(0, end - chunk)
+            data = os.pread(fd, end - start, start)
+            if len(data) != end - start or not data.endswith(b"\n"):
+                return None
+            cut = data.rfind(b"\n", 0, len(data) - 1)
+            if cut >= 0:
+                return data[cut + 1:-1]
+            if start == 0:
+                return data[:-1]
+            chunk *= 4
+    finally:
+        os.close(fd)
+
+
+def verify_from(path: str | os.PathLike, keys: Keys, mark: dict | None = None) -> Resumed | None:
     """Check the log at `path` past `mark` ({seq, mac, end}: the entry with
-    that seq and mac, whose line ends at byte `end`) as `verify` checks it
+    that seq and link, whose line ends at byte `end`) as `verify` checks it
     all, the head included; with no mark, from its first line. None when
     the mark's entry is not where it says (the log was cut or rewritten
     before it). The lines before the mark are not read."""
-    head, head_problem = _read_head_file(path, key)
+    head, head_problem = _read_head_file(path, keys)
     head_seq = head["seq"] if head is not None else None
     scan = _Scan()
     if mark is None:
         base = 0
         data = _read_settled(path) or b""  # after the head: a head is never newer than the log
-        position = _fast_scan(data, key, head_seq, scan) if data else 0
     else:
-        suffix = b',"mac":"' + mark["mac"].encode("ascii") + b'"}\n'
         base = mark["end"]
-        if base < len(suffix):
+        marked = _line_ending_at(path, base) if base > 0 else None
+        if marked is None or _line_link(marked) != mark["mac"]:
             return None
-        data = _read_settled(path, base - len(suffix)) or b""
-        if not data or not data.startswith(suffix):
-            return None
-        data, position = data[len(suffix):], 0
+        data = _read_settled(path, base) or b""
         # The chain goes on from the mark's entry, line seq + 1 of an intact log.
         scan.number = scan.prev_line = mark["seq"] + 1
         scan.expect_seq, scan.expect_prev = mark["seq"] + 1, mark["mac"]
         scan.last_seq, scan.last_mac = mark["seq"], mark["mac"]
         if head_seq == mark["seq"]:
             scan.head_mac = mark["mac"]
-    problems = _scan_rest(data, position, key, head_seq, scan)
+    problems = _scan_rest(data, 0, keys, head_seq, scan)
     problems.extend(_against_head(head, head_problem, scan, problems))
     report = _chain_report(scan, problems)
-    entries = [json.loads(line) for line in data.split(b"\n")[:-1]] if report.ok else []
+    entries = [_with_link(line) for line in data.split(b"\n")[:-1]] if report.ok else []
     last = {"seq": scan.last_seq, "mac": scan.last_mac, "end": base + len(data)} \
         if report.ok and scan.last_seq is not None else mark
     return Resumed(report, entries, last)
 
 
-def tally(path: str | os.PathLike, key: bytes, counter_path: str, counts: Callable[[dict], bool]) -> int:
+def _with_link(line: bytes) -> dict[str, Any]:
+    entry = json.loads(line)
+    if isinstance(entry, dict) and "sig" in entry:
+        entry["mac"] = link_of(line)
+    return entry
+
+
+def tally(path: str | os.PathLike, keys: Keys, counter_path: str, counts: Callable[[dict], bool]) -> int:
     """How many entries of the log at `path` `counts`, reading only the lines
     after the ones counted last time: a sealed counter at `counter_path`
     holds {seq, mac, end, count} of the last line counted. A counter that
@@ -532,10 +674,10 @@ def tally(path: str | os.PathLike, key: bytes, counter_path: str, counts: Callab
                           f"up to seq {kept['seq']}")
         return 0
     mark = {name: kept[name] for name in ("seq", "mac", "end")} if kept is not None else None
-    resumed = verify_from(path, key, mark)
+    resumed = verify_from(path, keys, mark)
     if resumed is None:
         # Only a mark can be missed: the log no longer holds the entry counted up to.
-        whole = verify(path, key)
+        whole = verify(path, keys)
         counted_up_to = mark["seq"] if mark is not None else None
         raise Refused(whole.problems[0] if not whole.ok else
                       f"the entry with seq {counted_up_to} that was counted up to is gone "
@@ -551,13 +693,15 @@ def tally(path: str | os.PathLike, key: bytes, counter_path: str, counts: Callab
     return total
 
 
-def read(path: str | os.PathLike[str], key: bytes | None = None, last: int | None = None) -> list[dict[str, Any]]:
+def read(path: str | os.PathLike[str], keys: Keys | None = None, last: int | None = None) -> list[dict[str, Any]]:
     """Every line of the log, parsed, in file order; nothing is skipped.
+    Each version 2 entry also carries its link as "mac" (what the next
+    line's prev holds).
 
     A line that is not a JSON object comes back as {"_line": n, "_error": text}.
-    With `key`, every entry whose line fails a check of `verify` also carries
+    With `keys`, every entry whose line fails a check of `verify` also carries
     "_problem" (the first problem found on it). `last=N` parses only the
-    final N lines (the check, with a key, still covers the whole log).
+    final N lines (the check, with keys, still covers the whole log).
     """
     data = _read_settled(path)
     if not data:
@@ -567,8 +711,8 @@ def read(path: str | os.PathLike[str], key: bytes | None = None, last: int | Non
         lines.pop()
     first = 0 if last is None else max(0, len(lines) - last)
     flagged: dict[int, str] = {}
-    if key is not None:
-        report = verify(path, key)
+    if keys is not None:
+        report = verify(path, keys)
         for problem in report.problems:
             if problem.startswith("line "):
                 number = int(problem[5:problem.index(":")])
@@ -581,6 +725,8 @@ def read(path: str | os.PathLike[str], key: bytes | None = None, last: int | Non
         if entry is None:
             text = "empty line" if not line.strip() else "not valid JSON"
             entry = {"_line": number, "_error": text}
+        elif "sig" in entry and _split(line) is not None:
+            entry["mac"] = link_of(line)
         if number in flagged:
             entry["_problem"] = flagged[number]
         entries.append(entry)
@@ -609,7 +755,7 @@ def _complete_lines(data: bytes, start: int) -> list[bytes]:
 
 
 def head(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """{seq, mac} of the last well-formed line of the log, or None.
+    """{seq, mac} (mac: the link) of the last well-formed line of the log, or None.
 
     Reads only the end of the file. Without the key this is not a proof: use
     `verify` for that.
@@ -625,10 +771,11 @@ def head(path: str | os.PathLike[str]) -> dict[str, Any] | None:
             data, start = _tail(fd, size, wanted)
             for line in reversed(_complete_lines(data, start)):
                 entry = _parse(line)
-                if entry is not None:
-                    seq, _, mac = _entry_fields(entry)
-                    if seq is not None and mac is not None:
-                        return {"seq": seq, "mac": mac}
+                link = _line_link(line)
+                if entry is not None and link is not None:
+                    seq = _entry_fields(entry)[0]
+                    if seq is not None:
+                        return {"seq": seq, "mac": link}
             if start == 0:
                 break
             wanted *= 8
@@ -642,8 +789,9 @@ def _line_count(fd: int) -> int:
     return os.pread(fd, size, 0).count(b"\n") if size else 0
 
 
-def _last_entry(fd: int, path: str, key: bytes) -> tuple[int, str, str] | None:
-    """(seq, mac, prev) of the last line after checking it, or None for an empty log."""
+def _last_entry(fd: int, path: str, keys: Keys | None) -> tuple[int, str, str] | None:
+    """(seq, link, prev) of the last line after checking it (its signature
+    too, given `keys`), or None for an empty log."""
     size = os.fstat(fd).st_size
     if size == 0:
         return None
@@ -655,22 +803,24 @@ def _last_entry(fd: int, path: str, key: bytes) -> tuple[int, str, str] | None:
                       "refusing to extend a broken chain", hint=hint)
     data, start = _tail(fd, size, 1)
     line = _complete_lines(data, start)[-1]
-    parts = _split(line)
-    if parts is not None:
-        body, given = parts
-        if compare_digest(hmac_sha256(key, body).encode("ascii"), given):
-            entry = _parse(line)
-            seq, prev, mac = _entry_fields(entry) if entry is not None else (None, None, None)
-            if seq is not None and prev is not None and mac is not None:
-                return seq, mac, prev
+    if keys is not None:
+        problems, link, fields = _check_line(line, 0, keys)
+    else:
+        entry = _parse(line)
+        link = _line_link(line)
+        problems, fields = [], _entry_fields(entry)[:2] if entry is not None else None
+    if not problems and link is not None and fields is not None:
+        seq, prev = fields
+        if seq is not None and prev is not None:
+            return seq, link, prev
     number = _line_count(fd)
-    raise Refused(f"log '{shown}' line {number}: the last line does not carry a valid mac "
+    raise Refused(f"log '{shown}' line {number}: the last line does not carry a valid signature "
                   "(edited, damaged, or written with another machine's key); "
                   "refusing to extend a broken chain", hint=hint)
 
 
-def _check_against_head(path: str, last: tuple[int, str, str] | None, key: bytes) -> None:
-    stored, problem = _read_head_file(path, key)
+def _check_against_head(path: str, last: tuple[int, str, str] | None, keys: Keys | None) -> None:
+    stored, problem = _read_head_file(path, keys)
     shown = os.fspath(path)
     hint = f"run 'hills-chain verify {shown}' for details"
     if problem:
@@ -693,39 +843,49 @@ def _check_against_head(path: str, last: tuple[int, str, str] | None, key: bytes
                   hint=hint)
 
 
-def check_appendable(path: str | os.PathLike[str], key: bytes) -> None:
+def check_appendable(path: str | os.PathLike[str], keys: Keys) -> None:
     """Raise Refused, as `append` would, when the log's tail is broken: a
     caller about to do expensive work checks first, so that work is not
-    lost for want of a place to record it."""
+    lost for want of a place to record it. The signatures of the last line
+    and the head are left to `append`, under its lock: checking them here
+    would put an Ed25519 check before the evaluator starts, for the rare
+    log someone edited."""
     path = os.fspath(path)
     if not os.path.exists(path):
         return
     fd = os.open(path, os.O_RDONLY)
     try:
-        last = _last_entry(fd, path, key)
+        last = _last_entry(fd, path, None)
+        try:
+            _check_against_head(path, last, None)
+        except Refused:
+            # Say which line was edited, when one was: the signatures tell.
+            _check_against_head(path, _last_entry(fd, path, keys), keys)
+            raise
     finally:
         os.close(fd)
-    _check_against_head(path, last, key)
 
 
-def append(path: str | os.PathLike[str], record: dict[str, Any], key: bytes) -> dict[str, Any]:
-    """Append `record` as the next entry of the log at `path`; returns the entry written."""
+def append(path: str | os.PathLike[str], record: dict[str, Any], keys: Keys) -> dict[str, Any]:
+    """Append `record` as the next entry of the log at `path`; returns the
+    entry written, its link as "mac"."""
     _check_record(record)
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with file_lock(lock_path(os.path.abspath(path))):
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            last = _last_entry(fd, path, key)
-            _check_against_head(path, last, key)
+            last = _last_entry(fd, path, keys)
+            _check_against_head(path, last, keys)
             seq = 0 if last is None else last[0] + 1
             prev = "" if last is None else last[1]
-            line, mac = encode_entry(record, seq, prev, key)
-            head_record = {"mac": mac, "seq": seq, "signature": _sign_head(seq, mac, key)}
+            line, link = encode_entry(record, seq, prev, keys)
+            head_record = {"mac": link, "seq": seq, "signature": _sign_head(seq, link, keys)}
             _append_whole(fd, path, line, canonical_json(head_record) + b"\n")
         finally:
             os.close(fd)
-    return {**record, "seq": seq, "prev": prev, "mac": mac}
+    sig = line[-SIG_HEX - 3:-3].decode("ascii")
+    return {**record, "seq": seq, "prev": prev, "sig": SCHEME + sig, "mac": link}
 
 
 def _append_whole(fd: int, path: str, line: bytes, head_text: bytes) -> None:
@@ -748,3 +908,4 @@ def _append_whole(fd: int, path: str, line: bytes, head_text: bytes) -> None:
         if problem is None:
             raise
         raise problem from exc
+

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any, ContextManager
 
     from .hill import Hill
+    from .trust import Keys
 
     Say = Callable[[str], None]
     Spec = dict[str, Any]  # a parsed hill.yaml (manifest.py)
@@ -100,7 +101,7 @@ class EvalPlan:
     official: bool
     official_reason: str | None
     forced: bool
-    key: bytes
+    key: Keys
 
     @property
     def hill(self) -> Hill:
@@ -945,7 +946,10 @@ def resolve(req: EvalRequest) -> EvalPlan:
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UsageError(f"--repeat expects an integer >= 1, got {repeat}")
     _, trial, knob_warning = resolve_knobs(req)
-    key = state.load_key()
+    from .trust import machine_keys
+
+    # Starts loading `cryptography` in the background: it signs at the end.
+    key = machine_keys(for_signing=True)
     if req.final and spec["final"]["budget"] is not None and req.current:
         raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
                         "--final needs a committed version, not --current",
@@ -1242,6 +1246,7 @@ def _finish(plan: EvalPlan, envelope: Report) -> None:
     cleaned = signing.clean_text(envelope)
     envelope.clear()
     envelope.update(cleaned)
+    envelope["signer"] = plan.key.fingerprint
     envelope["signature"] = signing.sign(envelope, plan.key)
     path = attempts_path(hill.name, plan.log_tree, hill.path)
     entry = chain.append(path, {"report": envelope}, plan.key)

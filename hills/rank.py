@@ -10,6 +10,7 @@ from .replicates import within_noise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .trust import Keys, Signer
     from collections.abc import Iterable, Sequence
     from typing import Any
 
@@ -37,7 +38,8 @@ def sort_key(report: dict[str, Any], order: Sequence[tuple[str, str]]) -> list[t
     return key
 
 
-def rank(items: Iterable[tuple[str, dict[str, Any]]], key: bytes) -> dict[str, list[dict[str, Any]]]:
+def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
+         allowed: Sequence[Signer] | None = None) -> dict[str, list[dict[str, Any]]]:
     """items: [(source, report)]. Returns {"groups": [...], "apart": [...]}.
 
     Only reports with a valid signature, official and passing are ranked;
@@ -46,7 +48,7 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], key: bytes) -> dict[str, l
     groups: dict[tuple[Any, Any, tuple[tuple[str, str], ...]], list[tuple[str, dict[str, Any]]]] = {}
     apart = []
     for source, report in items:
-        ok, reason = signing.verify(report, key)
+        ok, reason = signing.verify(report, keys, allowed)
         if not ok:
             apart.append({"source": source, "report": report, "reason": reason})
             continue

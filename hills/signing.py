@@ -1,27 +1,39 @@
-"""Canonical JSON and the HMAC signature that seals every hills report.
+"""Canonical JSON and the Ed25519 signature that seals every hills report.
 
-A signature is `hmac-sha256:<hex>`, keyed with the machine key, over the
-canonical JSON of the report without its `signature` key: keys sorted,
+A signature is `sshsig:` and the base64 of an SSHSIG blob (OpenSSH's
+PROTOCOL.sshsig, namespace `hills-report`, hash sha512) by the key the
+report names as `signer` (`SHA256:...`), over the canonical JSON of the
+report without its `signature` key: keys sorted,
 separators `,` and `:`, UTF-8 text (no `\\u` escapes beyond what JSON needs),
 numbers exactly as Python's json module writes them, and finite numbers only.
+So `ssh-keygen -Y verify -n hills-report` checks it too (`hills verify
+--export`). A report from before Ed25519 carries `hmac-sha256:<hex>`,
+keyed with that machine's old secret, which only that machine can check.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 import math
 import re
 import time
 
-from .digests import compare_digest, hmac_sha256
+from . import ed25519
 from .errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
     from typing import Any, NoReturn
 
-SCHEME = "hmac-sha256"
+    from .trust import Keys, Signer
+
+SCHEME = "sshsig"
+NAMESPACE = "hills-report"
+LEGACY_SCHEME = "hmac-sha256"
+LEGACY_SIGNER = "this machine's old HMAC secret"
 SELF_REPORTED_REASON = "signed by hills-sign, not produced by an evaluator"
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
@@ -101,34 +113,130 @@ def _unsigned(envelope: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in envelope.items() if key != "signature"}
 
 
-def _digest(envelope: dict[str, Any], key: bytes) -> str:
-    return hmac_sha256(key, canonical_json(_unsigned(envelope)))
+def message(envelope: dict[str, Any]) -> bytes:
+    """The bytes a report's signature signs: its canonical JSON without `signature`."""
+    return canonical_json(_unsigned(envelope))
 
 
-def sign(envelope: dict[str, Any], key: bytes) -> str:
-    """The signature of `envelope` (its own `signature` key is ignored)."""
-    return f"{SCHEME}:{_digest(envelope, key)}"
+def sign(envelope: dict[str, Any], keys: Keys) -> str:
+    """The signature of `envelope` as it stands (its own `signature` key is
+    ignored): `sshsig:` and the base64 of an SSHSIG blob over `message`."""
+    assert keys.public is not None
+    signed = ed25519.sshsig_signed_data(NAMESPACE, message(envelope))
+    blob = ed25519.sshsig_blob(keys.public, NAMESPACE, keys.sign(signed))
+    return SCHEME + ":" + binascii.b2a_base64(blob, newline=False).decode("ascii")
 
 
-def verify(envelope: object, key: bytes) -> tuple[bool, str]:
-    """(ok, reason): whether `envelope` carries a valid signature for `key`."""
+def seal(envelope: dict[str, Any], keys: Keys) -> None:
+    """Name the machine's key as the `signer` of `envelope`, then sign it."""
+    envelope.pop("signature", None)
+    envelope["signer"] = keys.fingerprint
+    envelope["signature"] = sign(envelope, keys)
+
+
+class Verdict:
+    """Whether a report's signature holds (`ok`), why (`reason`), and who
+    signed it: `signer` ("this machine", a trusted name, or None), `public`
+    (the signing key's bytes when the signature names one)."""
+
+    __slots__ = ("ok", "reason", "signer", "public")
+
+    def __init__(self, ok: bool, reason: str, signer: str | None = None, public: bytes | None = None) -> None:
+        self.ok = ok
+        self.reason = reason
+        self.signer = signer
+        self.public = public
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.ok, self.reason))
+
+    def __getitem__(self, index: int) -> Any:
+        return (self.ok, self.reason)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return (self.ok, self.reason) == other
+        if isinstance(other, Verdict):
+            return (self.ok, self.reason, self.signer, self.public) == (other.ok, other.reason, other.signer, other.public)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Verdict(ok={self.ok}, reason={self.reason!r}, signer={self.signer!r})"
+
+
+LOCAL = "this machine"
+
+
+def decode_signature(text: str) -> bytes:
+    """The SSHSIG blob of a `sshsig:` signature; ValueError when it is none."""
+    scheme, colon, body = text.partition(":")
+    if not colon or scheme != SCHEME:
+        raise ValueError(f"unknown signature scheme '{scheme if colon else text}'")
+    try:
+        return binascii.a2b_base64(body.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ValueError("the signature is not base64") from None
+
+
+def verify(envelope: object, keys: Keys, allowed: Sequence[Signer] | None = None) -> Verdict:
+    """Whether `envelope` carries a valid signature by the machine's key, a
+    key of `allowed` (the trusted keys), or (for an old report) the
+    machine's old HMAC secret."""
     if not isinstance(envelope, dict):
-        return False, f"signature INVALID: a report is a JSON object, not {json_kind(envelope)}"
+        return Verdict(False, f"signature INVALID: a report is a JSON object, not {json_kind(envelope)}")
     signature = envelope.get("signature")
     if signature is None or signature == "":
-        return False, "no signature"
+        return Verdict(False, "no signature")
     if not isinstance(signature, str):
-        return False, f"signature INVALID: the signature is a {type(signature).__name__}, not a string"
-    scheme, colon, given = signature.partition(":")
-    if not colon or scheme != SCHEME:
-        return False, f"unknown signature scheme '{scheme if colon else signature}'"
+        return Verdict(False, f"signature INVALID: the signature is a {type(signature).__name__}, not a string")
+    if signature.startswith(LEGACY_SCHEME + ":"):
+        return _verify_legacy(envelope, signature, keys.legacy)
+    if not signature.startswith(SCHEME + ":"):
+        scheme, colon, _ = signature.partition(":")
+        return Verdict(False, f"unknown signature scheme '{scheme if colon else signature}'")
     try:
-        expected = _digest(envelope, key)
+        public, namespace, raw = ed25519.parse_sshsig(decode_signature(signature))
+    except ValueError as exc:
+        return Verdict(False, f"signature INVALID: {exc}")
+    if namespace != NAMESPACE:
+        return Verdict(False, f"signature INVALID: signed for namespace '{namespace}', not '{NAMESPACE}'")
+    fingerprint = ed25519.fingerprint(public)
+    if envelope.get("signer") != fingerprint:
+        return Verdict(False, f"signature INVALID: the report names signer '{envelope.get('signer')}' "
+                              f"but was signed by {fingerprint}", public=public)
+    try:
+        signed = ed25519.sshsig_signed_data(NAMESPACE, message(envelope))
     except UsageError as exc:
-        return False, f"signature INVALID: {exc.message}"
-    if compare_digest(expected.encode("ascii"), given.encode("utf-8", "replace")):
-        return True, "signature valid"
-    return False, "signature INVALID: the report was edited, or signed with another machine's key"
+        return Verdict(False, f"signature INVALID: {exc.message}", public=public)
+    from .trust import check
+
+    if not check(public, signed, raw):
+        return Verdict(False, "signature INVALID: the report was edited after it was signed", public=public)
+    if public == keys.public:
+        return Verdict(True, "signature valid", LOCAL, public)
+    for signer in allowed or ():
+        if signer.public == public:
+            return Verdict(True, "signature valid", signer.name, public)
+    return Verdict(False, f"signature INVALID: signed by {fingerprint}, a key this machine does not trust",
+                   public=public)
+
+
+def _verify_legacy(envelope: dict[str, Any], signature: str, secret: bytes | None) -> Verdict:
+    """A report signed before Ed25519: `hmac-sha256:<hex>` with the machine's old secret."""
+    if secret is None:
+        return Verdict(False, "signature INVALID: signed with an old HMAC secret this machine does not have "
+                              "(only the machine that signed it can check it)")
+    import hashlib
+    import hmac
+
+    try:
+        expected = hmac.new(secret, message(envelope), hashlib.sha256).hexdigest()
+    except UsageError as exc:
+        return Verdict(False, f"signature INVALID: {exc.message}")
+    given = signature.partition(":")[2]
+    if hmac.compare_digest(expected.encode("ascii"), given.encode("utf-8", "replace")):
+        return Verdict(True, "signature valid", LEGACY_SIGNER)
+    return Verdict(False, "signature INVALID: the report was edited, or signed with another machine's old secret")
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -204,7 +312,7 @@ def utc_timestamp(seconds: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def self_reported(payload: object, key: bytes) -> dict[str, Any]:
+def self_reported(payload: object, keys: Keys) -> dict[str, Any]:
     """What `hills-sign` emits: `payload` marked unofficial and self-reported, then signed."""
     if not isinstance(payload, dict):
         raise UsageError(f"hills-sign signs a JSON object, not {json_kind(payload)}")
@@ -214,5 +322,5 @@ def self_reported(payload: object, key: bytes) -> dict[str, Any]:
     envelope["official_reason"] = SELF_REPORTED_REASON
     if "timestamp" not in envelope:
         envelope["timestamp"] = utc_timestamp()
-    envelope["signature"] = sign(envelope, key)
+    seal(envelope, keys)
     return envelope

@@ -38,57 +38,158 @@ def ensure_home() -> bool:
 
 
 def key_path() -> str:
+    """The machine's Ed25519 private key (PKCS8 PEM, mode 0600)."""
     return os.path.join(home(), "key")
 
 
-def _ensure_key() -> None:
-    path = key_path()
-    if os.path.exists(path):
-        return
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    # Write to a private temp file and hard-link it into place: two processes
-    # racing here both end up with the same key, never a half-written one.
-    with named_os_errors(path):
-        fd, tmp = private_temp(os.path.dirname(path), ".key-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), 0o600)
-                handle.write(os.urandom(32).hex().encode("ascii"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                pass
-        finally:
-            os.unlink(tmp)
+def legacy_key_path() -> str:
+    """The HMAC secret of a machine from before Ed25519 keys, kept so its
+    old reports and log lines still verify here."""
+    return os.path.join(home(), "key.hmac")
 
 
-def load_key() -> bytes:
-    """The machine key as bytes; created on first use."""
-    data = existing_key()
-    if data is None:
-        ensure_home()
-        data = existing_key()
-        if data is None:
-            raise EnvironmentProblem(f"machine key '{key_path()}' vanished as it was created",
-                                     hint="another process removed it: run the command again")
-    return data
+def allowed_signers_path() -> str:
+    """The keys `hills trust` added (OpenSSH allowed_signers format)."""
+    return os.path.join(home(), "allowed_signers")
 
 
-def existing_key() -> bytes | None:
-    """The machine key as bytes, or None when this machine has none yet.
-    Never creates it: checking a signature must leave no trace."""
-    path = key_path()
+PEM_BEGIN = b"-----BEGIN PRIVATE KEY-----"
+PEM_END = b"-----END PRIVATE KEY-----"
+# The DER of a PKCS8 Ed25519 private key (RFC 8410) is this, then the 32-byte seed.
+PKCS8_ED25519 = bytes.fromhex("302e020100300506032b657004220420")
+
+
+def key_pem(seed: bytes) -> bytes:
+    """The PKCS8 PEM text of the Ed25519 private key with `seed`."""
+    import binascii
+
+    der = binascii.b2a_base64(PKCS8_ED25519 + seed, newline=False)
+    return PEM_BEGIN + b"\n" + der + b"\n" + PEM_END + b"\n"
+
+
+def _read_key_file(path: str) -> tuple[str, bytes] | None:
+    """("ed25519", seed) or ("hmac", secret) for the key file at `path`,
+    None when there is none."""
     try:
         with open(path, "rb") as handle:
             data = handle.read().strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
+    if data.startswith(PEM_BEGIN):
+        import binascii
+
+        body = data[len(PEM_BEGIN):]
+        body = body[:body.find(PEM_END)] if PEM_END in body else b""
+        try:
+            der = binascii.a2b_base64(b"".join(body.split()))
+        except binascii.Error:
+            der = b""
+        if len(der) != 48 or not der.startswith(PKCS8_ED25519):
+            raise EnvironmentProblem(f"machine key '{path}' is not an Ed25519 private key (PKCS8 PEM)",
+                                     hint="restore it from a backup; a new key invalidates every report signed so far")
+        return "ed25519", der[16:]
     if len(data) < 32:
         raise EnvironmentProblem(f"machine key '{path}' is truncated or empty",
                                  hint="restore it from a backup; a new key invalidates every report signed so far")
+    return "hmac", data
+
+
+def _link_new_key(path: str, replace: bool) -> None:
+    # Write a private temp file, then hard-link it into place (or rename it
+    # over an old HMAC secret already kept as key.hmac): a reader never sees
+    # a half-written key.
+    with named_os_errors(path):
+        fd, tmp = private_temp(os.path.dirname(path), ".key-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o600)
+                handle.write(key_pem(os.urandom(32)))
+                handle.flush()
+                os.fsync(handle.fileno())
+            if replace:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    pass
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def _ensure_key() -> None:
+    """Make the Ed25519 key if there is none; on a machine whose `key` is an
+    old HMAC secret, keep that as `key.hmac` first (docs/decisions.md,
+    "Signatures")."""
+    path = key_path()
+    found = _read_key_file(path)
+    if found is not None and found[0] == "ed25519":
+        return
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    if found is None:
+        _link_new_key(path, replace=False)  # a link never replaces: racing creators keep the first key
+        return
+    with file_lock(path + ".lock"):
+        found = _read_key_file(path)  # another process may have replaced it meanwhile
+        if found is not None and found[0] == "hmac":
+            legacy = legacy_key_path()
+            with named_os_errors(legacy):
+                try:
+                    os.link(path, legacy)
+                except FileExistsError:
+                    if _read_key_file(legacy) != found:
+                        raise EnvironmentProblem(
+                            f"machine key '{path}' is an old HMAC secret, but '{legacy}' holds another one",
+                            hint=f"keep the right one as '{legacy}' and remove '{path}'") from None
+            _link_new_key(path, replace=True)
+
+
+def load_key() -> bytes:
+    """The secret that seals machine state (caches, counters, pins); the
+    machine key is created on first use."""
+    found = _read_key_file(key_path())
+    if found is None or found[0] != "ed25519":
+        ensure_home()
+    data = existing_key()
+    if data is None:
+        raise EnvironmentProblem(f"machine key '{key_path()}' vanished as it was created",
+                                 hint="another process removed it: run the command again")
     return data
+
+
+def existing_key() -> bytes | None:
+    """The secret that seals machine state, or None when this machine has
+    no key yet: the old HMAC secret where there is one (so what it sealed
+    stays valid), else one derived from the Ed25519 key. Never creates a
+    key: checking a signature must leave no trace."""
+    legacy = _read_key_file(legacy_key_path())
+    if legacy is not None and legacy[0] == "hmac":
+        return legacy[1]
+    found = _read_key_file(key_path())
+    if found is None:
+        return None
+    if found[0] == "hmac":
+        return found[1]
+    from .ed25519 import sha256
+
+    return sha256(b"hills machine state seal\0" + found[1]).hexdigest().encode("ascii")
+
+
+def signing_seed() -> bytes | None:
+    """The seed of the machine's Ed25519 key, or None when it has none yet
+    (never creates it)."""
+    found = _read_key_file(key_path())
+    return found[1] if found is not None and found[0] == "ed25519" else None
+
+
+def legacy_secret() -> bytes | None:
+    """The old HMAC secret (key.hmac, or a `key` not yet replaced), or None."""
+    for path in (legacy_key_path(), key_path()):
+        found = _read_key_file(path)
+        if found is not None and found[0] == "hmac":
+            return found[1]
+    return None
 
 
 def private_temp(directory: str, prefix: str) -> tuple[int, str]:
@@ -446,10 +547,10 @@ def check_writable_home() -> None:
                          hint="set HILLS_HOME to a folder you own")
 
 
-def _seal_mac(path: Path | str, body: bytes) -> str:
+def _seal_mac(path: Path | str, body: bytes, secret: bytes | None = None) -> str:
     from .digests import hmac_sha256
 
-    return hmac_sha256(load_key(), os.path.abspath(path).encode() + b"\0" + body)
+    return hmac_sha256(secret or load_key(), os.path.abspath(path).encode() + b"\0" + body)
 
 
 def sealed_write(path: Path | str, value: object, mode: int = 0o600) -> None:
@@ -460,14 +561,18 @@ def sealed_write(path: Path | str, value: object, mode: int = 0o600) -> None:
 
 
 def sealed_read(path: Path | str) -> Any:
-    """The value written by sealed_write, or None when missing or edited."""
+    """The value written by sealed_write, or None when missing or edited
+    (or when the machine has no key yet: reading creates none)."""
     from .digests import compare_digest
 
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
+        secret = existing_key()
+        if secret is None:
+            return None
         body = json.dumps(document["value"], sort_keys=True, separators=(",", ":")).encode()
-        if compare_digest(str(document["mac"]), _seal_mac(path, body)):
+        if compare_digest(str(document["mac"]), _seal_mac(path, body, secret)):
             return document["value"]
     except (OSError, ValueError, KeyError, TypeError):
         pass

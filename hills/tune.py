@@ -19,6 +19,7 @@ from . import rank, signing, spaces, state
 from .errors import EXIT_NOT_SCORED, EnvironmentProblem, NotScored, UsageError
 
 if TYPE_CHECKING:
+    from .trust import Keys
     from .hill import Hill
 
 
@@ -190,7 +191,9 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
                 record(index, values, trial.report, trial.error)
                 tuner.tell(handle, _score(trial.report))
 
-    best = _best(trials, state.load_key())
+    from .trust import machine_keys
+
+    best = _best(trials, machine_keys())
     result = {"hill": hill.name, "submission": os.path.abspath(submission), "tuner": tuner_name,
               "budget": budget, "trials": [{k: v for k, v in t.items() if k != "report"} for t in trials],
               "best": None, "best_params_file": None}
@@ -216,14 +219,14 @@ def _direction(hill: Hill, first_report: dict[str, Any] | None) -> str:
     return declared[0]["direction"] if declared else "max"
 
 
-def _best(trials: list[dict[str, Any]], key: bytes) -> dict[str, Any] | None:
+def _best(trials: list[dict[str, Any]], keys: Keys) -> dict[str, Any] | None:
     """The best passing trial with a valid signature, official or not (an
     approval of another version makes every trial unofficial, but the
     candidate still has a best trial), ranked like `hills rank`."""
     candidates = []
     for trial in trials:
         report = trial["report"]
-        if not report or report.get("status") != "passing" or not signing.verify(report, key)[0]:
+        if not report or report.get("status") != "passing" or not signing.verify(report, keys).ok:
             continue
         candidates.append(trial)
     if not candidates:

@@ -1,38 +1,78 @@
 """Checking report signatures, the core of `hills verify` and `hills show`:
-free of click and YAML, so `hills verify` starts about as fast as the
-interpreter."""
+free of click, YAML and `cryptography`, so `hills verify` starts about as
+fast as the interpreter. A report verifies with nothing but public keys:
+the machine's own and those `hills trust` added."""
 
-from . import signing, state
-from .errors import HillsError
+from __future__ import annotations
 
-INVALID_TEXT = "this report was edited, or it was signed on another machine"
-NO_KEY_HINT = ("a report verifies only with the key of the machine that signed it: run 'hills verify' there, "
-               "or set HILLS_HOME to that machine's state")
+import os
 
+from . import signing, trust
+from .errors import HillsError, UsageError
 
-def no_key_reason() -> str:
-    """Why nothing verifies on a machine that has no key yet (and gets none)."""
-    return f"no machine key to check it with ('{state.key_path()}' does not exist)"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .signing import Verdict
+    from .trust import Keys, Signer
 
-
-def verdict(report: dict, key: bytes | None) -> tuple[bool, str]:
-    """(ok, reason) for one parsed report; `key` None means this machine has none."""
-    if key is None:
-        return False, no_key_reason()
-    return signing.verify(report, key)
+UNTRUSTED_HINT = ("compare the fingerprint with what 'hills key' prints on the machine that signed it; "
+                  "if it is that machine's, run 'hills trust add NAME KEY' with the line 'hills key' printed")
+LEGACY_HINT = "a report signed before Ed25519 keys verifies only on the machine that signed it"
 
 
-def check(paths: list[str] | tuple[str, ...],
-          key: bytes | None = None) -> list[tuple[str, bool, str, dict | None]]:
-    """[(path, ok, reason, report_or_None)] for each path."""
-    key = key or state.existing_key()
-    results: list[tuple[str, bool, str, dict | None]] = []
+def verdict(report: dict, keys: Keys | None = None, allowed: list[Signer] | None = None) -> Verdict:
+    """Whether one parsed report's signature holds, by this machine's key
+    or a trusted one."""
+    keys = keys if keys is not None else trust.machine_keys()
+    allowed = allowed if allowed is not None else trust.trusted()
+    return signing.verify(report, keys, allowed)
+
+
+def check(paths: list[str] | tuple[str, ...], keys: Keys | None = None,
+          allowed: list[Signer] | None = None) -> list[tuple[str, Verdict, dict | None]]:
+    """[(path, verdict, report_or_None)] for each path; nothing is created."""
+    keys = keys if keys is not None else trust.machine_keys()
+    allowed = allowed if allowed is not None else trust.trusted()
+    results: list[tuple[str, Verdict, dict | None]] = []
     for path in paths:
         try:
             report = signing.load_report(path)
         except HillsError as exc:
-            results.append((path, False, exc.message, None))
+            results.append((path, signing.Verdict(False, exc.message), None))
             continue
-        ok, reason = verdict(report, key)
-        results.append((path, ok, reason, report))
+        results.append((path, signing.verify(report, keys, allowed), report))
     return results
+
+
+def principal(found: Verdict) -> str:
+    """The allowed_signers name of a verdict's signer: the trusted name, or
+    `hills@HOST` for this machine's own key."""
+    if found.signer is None or found.signer == signing.LOCAL:
+        return trust.comment()
+    return found.signer
+
+
+def export(folder: str, report_path: str) -> tuple[Verdict, str]:
+    """Write `message`, `report.sig` and `allowed_signers` for a report
+    that verifies here into `folder`, so that OpenSSH alone checks it;
+    returns (verdict, the ssh-keygen command line)."""
+    report = signing.load_report(report_path)
+    found = verdict(report)
+    if not found.ok:
+        return found, ""
+    signature = report["signature"]
+    if not isinstance(signature, str) or not signature.startswith(signing.SCHEME + ":"):
+        raise UsageError(f"report '{report_path}' is signed with an old HMAC secret, which OpenSSH cannot check",
+                         hint=LEGACY_HINT)
+    from . import ed25519
+    from .state import atomic_write
+
+    assert found.public is not None
+    name = principal(found)
+    os.makedirs(folder, exist_ok=True)
+    atomic_write(os.path.join(folder, "message"), signing.message(report))
+    atomic_write(os.path.join(folder, "report.sig"), ed25519.armor(signing.decode_signature(signature)))
+    atomic_write(os.path.join(folder, "allowed_signers"), trust.Signer(name, found.public).line() + "\n")
+    command = (f"ssh-keygen -Y verify -f allowed_signers -I {name} -n {signing.NAMESPACE} "
+               f"-s report.sig < message")
+    return found, command

@@ -79,7 +79,7 @@ def test_edited_line(log):
     lines = lines_of(log)
     lines[1] = lines[1].replace(b'"value":3.0', b'"value":30.0')
     write_lines(log, lines)
-    broken(2, "line 2: mac does not match its content (edited)")
+    broken(2, "line 2: signature does not match its content (edited)")
 
 
 def test_deleted_line(log):
@@ -169,4 +169,4 @@ def test_hills_chain_on_a_file_of_its_own(module_machine, tmp_path):
     path.write_bytes(lines[0] + lines[1].replace(b'"n":1', b'"n":7') + lines[2])
     verified = real("hills-chain", "verify", path)
     assert verified.code == 1 and f"chain BROKEN at line 2 of {path}" in verified.out
-    assert "line 2: mac does not match its content (edited)" in verified.out
+    assert "line 2: signature does not match its content (edited)" in verified.out

@@ -8,12 +8,12 @@ import re
 import pytest
 
 from conftest import lines_of, write_lines
-from hills import chain, state
+from hills import chain, ed25519, state, trust
 from hills.errors import Refused, UsageError
 from hills.signing import canonical_json
 
-KEY = b"0123456789abcdef" * 4
-LINE_SHAPE = re.compile(rb'\{.*,"mac":"hmac-sha256:[0-9a-f]{64}"\}\n\Z', re.S)
+KEY = trust.Keys(None, None, b"\x03" * 32, can_sign=True)
+LINE_SHAPE = re.compile(rb'\{.*,"sig":"ed25519:[0-9a-f]{128}"\}\n\Z', re.S)
 
 
 def record(index):
@@ -43,15 +43,18 @@ def test_append_five_and_verify(log):
     assert chain.head(log) == {"seq": 4, "mac": entries[-1]["mac"]}
 
 
-def test_line_format_is_canonical_body_plus_mac(log):
+def test_line_format_is_canonical_body_plus_signature(log):
+    prev = ""
     for raw in lines_of(log):
         assert LINE_SHAPE.match(raw)
         entry = json.loads(raw)
-        assert list(entry)[-1] == "mac"
-        mac = entry.pop("mac")
+        assert list(entry)[-1] == "sig"
+        assert entry["prev"] == prev
+        sig = entry.pop("sig")
         body = canonical_json(entry)
-        assert raw == body[:-1] + b',"mac":"' + mac.encode() + b'"}\n'
-        assert mac == "hmac-sha256:" + hmac.new(KEY, body, hashlib.sha256).hexdigest()
+        assert raw == body[:-1] + b',"sig":"' + sig.encode() + b'"}\n'
+        assert ed25519.verify(KEY.public, body, bytes.fromhex(sig.removeprefix("ed25519:")))
+        prev = "sha256:" + hashlib.sha256(raw[:-1]).hexdigest()
 
 
 def test_append_returns_the_entry_written(tmp_path):
@@ -66,10 +69,12 @@ def test_append_returns_the_entry_written(tmp_path):
 def test_head_file_is_signed_json(log):
     stored = json.loads(open(chain.head_path(log)).read())
     assert stored["seq"] == 4 and stored["mac"] == chain.read(log)[-1]["mac"]
-    assert stored["signature"].startswith("hmac-sha256:")
+    assert stored["signature"].startswith("ed25519:")
+    body = canonical_json({"mac": stored["mac"], "seq": stored["seq"]})
+    assert ed25519.verify(KEY.public, body, bytes.fromhex(stored["signature"].removeprefix("ed25519:")))
 
 
-@pytest.mark.parametrize("name", ["seq", "prev", "mac"])
+@pytest.mark.parametrize("name", ["seq", "prev", "mac", "sig"])
 def test_reserved_fields_are_refused(tmp_path, name):
     with pytest.raises(UsageError) as caught:
         chain.append(tmp_path / "log.jsonl", {name: 1}, KEY)
@@ -90,7 +95,7 @@ def test_edited_line(log):
     report = chain.verify(log, KEY)
     assert not report.ok
     assert report.break_line == 3
-    assert report.problems == ["line 3: mac does not match its content (edited)"]
+    assert report.problems == ["line 3: signature does not match its content (edited)"]
     assert report.count == 4
 
 
@@ -102,7 +107,7 @@ def test_deleted_line(log):
     report = chain.verify(log, KEY)
     assert report.break_line == 3
     assert report.problems[0] == "line 3: seq 3 follows seq 1 (a line was deleted or moved)"
-    assert report.problems[1] == "line 3: prev does not match the mac of line 2 (the chain is broken here)"
+    assert report.problems[1] == "line 3: prev does not match the link of line 2 (the chain is broken here)"
     assert len(report.problems) == 2
     assert report.count == 3
 
@@ -145,7 +150,7 @@ def test_empty_and_foreign_lines(log):
     write_lines(log, lines)
     report = chain.verify(log, KEY)
     assert report.problems[0] == "line 2: empty line"
-    assert report.problems[1] == "line 4: no mac (not written by a hills log)"
+    assert report.problems[1] == "line 4: no signature (not written by a hills log)"
     assert report.break_line == 2
 
 
@@ -199,7 +204,7 @@ def test_older_caller_head_still_matches(log):
 
 
 def test_caller_head_with_another_mac_means_rewritten(log):
-    report = chain.verify(log, KEY, head={"seq": 2, "mac": "hmac-sha256:" + "0" * 64})
+    report = chain.verify(log, KEY, head={"seq": 2, "mac": "sha256:" + "0" * 64})
     assert report.problems == ["the entry with seq 2 does not match the head's mac (the log was rewritten)"]
 
 
@@ -238,13 +243,13 @@ def test_edited_last_line_refuses_append(log):
     write_lines(log, lines)
     with pytest.raises(Refused) as caught:
         chain.append(log, record(5), KEY)
-    assert "line 5" in caught.value.message and "valid mac" in caught.value.message
+    assert "line 5" in caught.value.message and "valid signature" in caught.value.message
 
 
 def test_wrong_key(log):
-    report = chain.verify(log, b"another key of at least 32 bytes..")
+    report = chain.verify(log, trust.Keys(None, None, b"\x04" * 32))
     assert report.count == 0
-    assert report.problems[0] == "line 1: mac does not match its content (edited)"
+    assert report.problems[0] == "line 1: signature does not match its content (edited)"
 
 
 def test_append_after_a_crash_between_line_and_head(tmp_path):
@@ -388,12 +393,12 @@ def test_hundred_thousand_lines(tmp_path):
     path.write_bytes(b"".join(lines))
     report = chain.verify(path, KEY)
     assert report.break_line == 60_001
-    assert report.problems == ["line 60001: mac does not match its content (edited)"]
+    assert report.problems == ["line 60001: signature does not match its content (edited)"]
     assert report.count == 99_999
 
 
 def test_machine_key(tmp_path, monkeypatch):
     monkeypatch.setenv("HILLS_HOME", str(tmp_path / "home"))
     path = os.path.join(state.state_dir("demo", "abc"), "attempts.jsonl")
-    chain.append(path, {"a": 1}, state.load_key())
-    assert chain.verify(path, state.load_key()).ok
+    chain.append(path, {"a": 1}, trust.machine_keys(for_signing=True))
+    assert chain.verify(path, trust.machine_keys()).ok

@@ -69,7 +69,8 @@ def test_report_from_another_machine_is_invalid(report_file, tmp_path):
     assert signed.returncode == 0, signed.stderr
     result = real("hills", "verify", report_file, env=other)
     assert result.code == 1, result.output
-    assert "signature INVALID" in result.out and "another machine" in result.out
+    assert "signature INVALID" in result.out and "a key this machine does not trust" in result.out
+    assert json.loads(report_file.read_text())["signer"] in result.out
 
 
 def test_one_invalid_among_many_fails_the_whole_run(report_file, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from conftest import Result
 from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, submission, tree_of
-from hills import chain, evaluate, state
+from hills import chain, evaluate, state, trust
 from hills.errors import NotScored
 
 NAME = "holdout"
@@ -36,7 +36,7 @@ def counter(log: Path) -> Path:
 
 
 def count(tree: str) -> int:
-    return evaluate.final_count(NAME, tree, state.load_key())
+    return evaluate.final_count(NAME, tree, trust.machine_keys(for_signing=True))
 
 
 def test_the_count_reads_only_the_lines_after_the_counter(spent_twice: tuple[str, Path], tmp_path: Path,
@@ -122,7 +122,7 @@ def test_an_edited_line_after_the_counter_is_refused(spent_twice: tuple[str, Pat
 
 # ------------------------------------------------------------------ chain.tally, the core
 
-KEY = b"k" * 32
+KEY = trust.Keys(None, None, b"k" * 32, can_sign=True)
 
 
 def is_final(entry: dict) -> bool:

@@ -8,9 +8,9 @@ import pytest
 
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
-from hills import rank, signing
+from hills import rank, signing, trust
 
-KEY = b"k" * 64
+KEY = trust.Keys(None, None, b"k" * 32, can_sign=True)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def signed(metrics, primary=(), hill="h", tree="t1", **extra):
     report = {"hill": hill, "tree_hash": tree, "passed": True, "status": "passing", "official": True,
               "config": [{"name": n, "value": v, "primary": True} for n, v in primary],
               "metrics": [{"name": n, "value": v, "direction": d} for n, v, d in metrics], **extra}
-    report["signature"] = signing.sign(report, KEY)
+    signing.seal(report, KEY)
     return report
 
 
@@ -135,7 +135,7 @@ def test_apart_reasons():
     unsigned = signed([("score", 1, "max")])
     del unsigned["signature"]
     other_key = signed([("score", 1, "max")])
-    other_key["signature"] = signing.sign(other_key, b"x" * 64)
+    signing.seal(other_key, trust.Keys(None, None, b"x" * 32, can_sign=True))
     buggy = signed([], status="buggy", passed=False, reason="timed out")
     self_reported = signing.self_reported({"hill": "h", "metrics": []}, KEY)
     result = rank.rank([("forged", forged), ("unsigned", unsigned), ("other-key", other_key),

@@ -9,7 +9,7 @@ import pytest
 from command_fixtures import candidate, make_command_hill
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import hills, make_hill, on_machine, submission
-from hills import show, signing, state
+from hills import show, signing, state, trust
 
 # A function evaluator minimising an error, with instances and a breakdown.
 ERROR_EVAL = """\
@@ -132,7 +132,7 @@ def test_show_refuses_what_is_not_a_report(tmp_path, content, code, words):
 @pytest.mark.parametrize("status", [["passing"], {"passing": True}, 7, None])
 def test_show_a_signed_object_whatever_its_status(tmp_path, status):
     path = tmp_path / "signed.json"
-    path.write_text(json.dumps(signing.self_reported({"hill": "h", "status": status}, state.load_key())))
+    path.write_text(json.dumps(signing.self_reported({"hill": "h", "status": status}, trust.machine_keys(for_signing=True))))
     result = hills("show", path)
     assert result.code == 0, result.output
     assert result.out.splitlines()[2] == "  status       ?"

@@ -1,3 +1,4 @@
+import base64
 import hashlib
 import hmac
 import io
@@ -8,11 +9,12 @@ import sys
 
 import pytest
 
-from hills import signing, state
+from hills import ed25519, signing, state, trust
 from hills.errors import UsageError
 
-KEY = b"0123456789abcdef" * 4
-OTHER_KEY = b"fedcba9876543210" * 4
+KEY = trust.Keys(None, None, b"\x01" * 32, can_sign=True)
+OTHER_KEY = trust.Keys(None, None, b"\x02" * 32, can_sign=True)
+LEGACY_SECRET = b"0123456789abcdef" * 4
 
 
 def envelope():
@@ -53,18 +55,63 @@ def test_canonical_json_refuses_non_json_values():
     assert "'details.when'" in caught.value.message
 
 
-def test_sign_is_hmac_over_canonical_json_without_signature():
+def test_sign_is_an_sshsig_over_canonical_json_without_signature():
     report = envelope()
-    report["signature"] = "hmac-sha256:" + "0" * 64
+    report["signature"] = "sshsig:" + "0" * 64
     body = dict(report)
     del body["signature"]
-    expected = hmac.new(KEY, signing.canonical_json(body), hashlib.sha256).hexdigest()
-    assert signing.sign(report, KEY) == "hmac-sha256:" + expected
+    scheme, _, text = signing.sign(report, KEY).partition(":")
+    assert scheme == "sshsig"
+    public, namespace, raw = ed25519.parse_sshsig(base64.b64decode(text))
+    assert public == KEY.public and namespace == "hills-report"
+    signed = (b"SSHSIG" + (12).to_bytes(4, "big") + b"hills-report" + (0).to_bytes(4, "big")
+              + (6).to_bytes(4, "big") + b"sha512" + (64).to_bytes(4, "big")
+              + hashlib.sha512(signing.canonical_json(body)).digest())
+    assert ed25519.verify(public, signed, raw)
+
+
+def test_seal_names_the_signer_by_its_fingerprint():
+    report = envelope()
+    signing.seal(report, KEY)
+    assert report["signer"] == KEY.fingerprint and report["signer"].startswith("SHA256:")
+    assert signing.verify(report, KEY) == (True, "signature valid")
+    assert signing.verify(report, KEY).signer == signing.LOCAL
+
+
+def test_a_report_naming_another_signer_fails():
+    report = envelope()
+    signing.seal(report, KEY)
+    report["signer"] = OTHER_KEY.fingerprint
+    report["signature"] = signing.sign(report, KEY)
+    ok, reason = signing.verify(report, KEY)
+    assert not ok and f"names signer '{OTHER_KEY.fingerprint}'" in reason and KEY.fingerprint in reason
+
+
+def test_a_report_signed_for_another_namespace_fails():
+    report = envelope()
+    signing.seal(report, KEY)
+    blob = ed25519.sshsig_blob(KEY.public, "file", KEY.sign(ed25519.sshsig_signed_data("file", signing.message(report))))
+    report["signature"] = "sshsig:" + base64.b64encode(blob).decode()
+    ok, reason = signing.verify(report, KEY)
+    assert not ok and "namespace 'file'" in reason
+
+
+def test_an_old_hmac_report_verifies_with_the_kept_secret_only():
+    report = envelope()
+    body = signing.canonical_json(report)
+    report["signature"] = "hmac-sha256:" + hmac.new(LEGACY_SECRET, body, hashlib.sha256).hexdigest()
+    with_secret = trust.Keys(None, LEGACY_SECRET, b"\x01" * 32)
+    assert signing.verify(report, with_secret) == (True, "signature valid")
+    assert signing.verify(report, with_secret).signer == signing.LEGACY_SIGNER
+    ok, reason = signing.verify(report, KEY)
+    assert not ok and "old HMAC secret this machine does not have" in reason
+    report["status"] = "failing"
+    assert not signing.verify(report, with_secret).ok
 
 
 def test_sign_verify_round_trip_through_a_file(tmp_path):
     report = envelope()
-    report["signature"] = signing.sign(report, KEY)
+    signing.seal(report, KEY)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report, indent=2, ensure_ascii=True))
     loaded = signing.load_report(path)
@@ -73,7 +120,7 @@ def test_sign_verify_round_trip_through_a_file(tmp_path):
 
 def test_an_edited_value_fails():
     report = envelope()
-    report["signature"] = signing.sign(report, KEY)
+    signing.seal(report, KEY)
     report["metrics"][0]["value"] = 2.7
     ok, reason = signing.verify(report, KEY)
     assert not ok
@@ -83,16 +130,19 @@ def test_an_edited_value_fails():
 
 def test_an_added_key_fails():
     report = envelope()
-    report["signature"] = signing.sign(report, KEY)
+    signing.seal(report, KEY)
     report["extra"] = 1
     assert signing.verify(report, KEY)[0] is False
 
 
 def test_another_machines_key_fails():
     report = envelope()
-    report["signature"] = signing.sign(report, KEY)
+    signing.seal(report, KEY)
     ok, reason = signing.verify(report, OTHER_KEY)
-    assert not ok and "another machine's key" in reason
+    assert not ok and f"signed by {KEY.fingerprint}, a key this machine does not trust" in reason
+    allowed = [trust.Signer("lab-1", KEY.public)]
+    assert signing.verify(report, OTHER_KEY, allowed) == (True, "signature valid")
+    assert signing.verify(report, OTHER_KEY, allowed).signer == "lab-1"
 
 
 def test_no_signature():
@@ -169,7 +219,7 @@ def test_load_report_from_stdin(monkeypatch):
 
 def test_self_reported_is_forced_unofficial_and_signed():
     payload = {**envelope(), "official": True, "trust": "evaluator",
-               "official_reason": "clean HEAD", "signature": "hmac-sha256:" + "1" * 64}
+               "official_reason": "clean HEAD", "signature": "sshsig:" + "1" * 64}
     signed = signing.self_reported(payload, KEY)
     assert signed["official"] is False
     assert signed["trust"] == "self-reported"
@@ -193,9 +243,9 @@ def test_self_reported_refuses_a_non_object():
 
 def test_machine_key_signs(tmp_path, monkeypatch):
     monkeypatch.setenv("HILLS_HOME", str(tmp_path / "home"))
-    key = state.load_key()
-    signed = signing.self_reported({"score": 0.5}, key)
-    assert signing.verify(signed, state.load_key())[0]
+    signed = signing.self_reported({"score": 0.5}, trust.machine_keys(for_signing=True))
+    assert signing.verify(signed, trust.machine_keys())[0]
+    assert oct(os.stat(state.key_path()).st_mode & 0o777) == "0o600"
 
 
 def _report_signed_elsewhere(folder):
@@ -219,9 +269,9 @@ def test_verify_with_no_machine_state_creates_nothing(tmp_path, hermetic, how):
     else:
         result = run_cli("--verify", path, prog="hills-sign")
     assert result.code == 1, result.output
-    assert result.out.startswith("signature INVALID: no machine key to check it with"), result.output
-    assert str(hermetic.hills_home / "key") in result.out
-    assert "hint: " in result.err
+    assert result.out.startswith(f"signature INVALID: signed by {OTHER_KEY.fingerprint}, "
+                                 "a key this machine does not trust"), result.output
+    assert "hint: " in result.err and "hills trust add" in result.err
     assert not hermetic.hills_home.exists()
 
 
@@ -230,7 +280,7 @@ def test_show_with_no_machine_state_creates_nothing(tmp_path, hermetic):
 
     result = run_cli("show", _report_signed_elsewhere(tmp_path))
     assert result.code == 1, result.output
-    assert "no machine key" in result.out
+    assert "does not trust" in result.out
     assert not hermetic.hills_home.exists()
 
 
@@ -240,5 +290,5 @@ def test_verify_with_an_empty_hills_home_leaves_it_empty(tmp_path, hermetic):
     hermetic.hills_home.mkdir()
     result = run_bin("hills", "verify", _report_signed_elsewhere(tmp_path))
     assert result.code == 1, result.output
-    assert "no machine key" in result.out
+    assert "does not trust" in result.out
     assert os.listdir(hermetic.hills_home) == []

@@ -211,7 +211,9 @@ def test_a_commit_that_fails_after_its_ref_moved_puts_it_back(project, monkeypat
 
 def test_a_log_append_that_fails_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     log = tmp_path / "log.jsonl"
-    key = b"k" * 32
+    from hills import trust
+
+    key = trust.Keys(None, None, b"k" * 32, can_sign=True)
     chain.append(log, {"n": 1}, key)
     before = log.read_bytes()
     real_write = os.write

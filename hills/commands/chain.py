@@ -1,4 +1,4 @@
-"""`hills chain`: append to, verify or show any HMAC-chained log file."""
+"""`hills chain`: append to, verify or show any signed, chained log file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .. import errors, state
+from .. import errors
+from ..trust import machine_keys
 from .options import CONTEXT, HillsGroup, json_option
 from .output import emit, emit_json
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 @click.group("chain", context_settings=CONTEXT, cls=HillsGroup)
 def command() -> None:
-    """Append to, verify or show any HMAC-chained log file."""
+    """Append to, verify or show any signed, chained log file."""
 
 
 @command.command("append", context_settings=CONTEXT)
@@ -28,7 +29,7 @@ def append(log_file: str) -> int:
     from .. import chain, signing
 
     record = signing.parse_report(sys.stdin.read(), "<stdin>")
-    entry = chain.append(log_file, record, state.load_key())
+    entry = chain.append(log_file, record, machine_keys(for_signing=True))
     emit(json.dumps({"seq": entry["seq"], "mac": entry["mac"]}))
     return errors.EXIT_OK
 
@@ -46,7 +47,7 @@ def verify(log_file: str, head_json: str | None) -> int:
             head = json.loads(head_json)
         except ValueError as exc:
             raise errors.UsageError(f"--head: not valid JSON: {exc}")
-    result = chain.verify(log_file, state.load_key(), head=head)
+    result = chain.verify(log_file, machine_keys(), head=head)
     render(log_file, result)
     return errors.EXIT_OK if result.ok else errors.EXIT_NO
 
@@ -68,7 +69,7 @@ def show(log_file: str, as_json: bool) -> int:
     """Print the entries of FILE, one per line (or as a JSON list)."""
     from .. import chain
 
-    entries = chain.read(log_file, state.load_key())
+    entries = chain.read(log_file, machine_keys())
     if as_json:
         emit_json(entries)
         return errors.EXIT_OK

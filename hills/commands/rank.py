@@ -2,7 +2,7 @@
 
 import click
 
-from .. import errors, state
+from .. import errors
 from .options import CONTEXT, json_option
 from .output import emit, emit_json
 
@@ -30,7 +30,9 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
         items.extend(attempts.logged_reports(target))
     if not items:
         raise errors.UsageError("no reports to rank", hint="pass report files, or -H NAME for a hill's logged reports")
-    result = rank.rank(items, state.load_key())
+    from ..trust import machine_keys, trusted
+
+    result = rank.rank(items, machine_keys(), trusted())
     if as_json:
         emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
                                                     "noise": e["noise"], "report": e["report"]}

@@ -2,7 +2,7 @@
 
 import click
 
-from .. import errors, state
+from .. import errors
 from .options import CONTEXT
 from .output import emit, say
 
@@ -20,12 +20,12 @@ def command(report_path: str) -> int:
     from .. import signing, verify
 
     report = signing.load_report(report_path)
-    ok, reason = verify.verdict(report, state.existing_key())
-    render(report, "signature valid" if ok else f"signature INVALID ({reason})")
-    if ok:
+    found = verify.verdict(report)
+    render(report, "signature valid" if found.ok else f"signature INVALID ({found.reason})")
+    if found.ok:
         return errors.EXIT_OK
-    if reason == verify.no_key_reason():
-        say(f"hint: {verify.NO_KEY_HINT}")
+    if "does not trust" in found.reason:
+        say(f"hint: {verify.UNTRUSTED_HINT}")
     return errors.EXIT_NO
 
 

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .. import errors, state
+from .. import errors
 from .options import CONTEXT
 from .output import emit
 
@@ -35,7 +35,9 @@ def command(verify_paths: tuple[str, ...]) -> int:
     except errors.UsageError as exc:
         raise errors.UsageError(exc.message, hint=exc.hint or f"hills-sign reads one JSON object on stdin: "
                                                                f"{STDIN_HINT}") from None
-    render(signing.self_reported(payload, state.load_key()))
+    from ..trust import machine_keys
+
+    render(signing.self_reported(payload, machine_keys(for_signing=True)))
     return errors.EXIT_OK
 
 

@@ -13,38 +13,62 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
+    from ..signing import Verdict
+
 HELP = """Check the signature of each REPORT file ('-' reads stdin).
 
-    Prints 'signature valid' with the verdict for each, or 'signature
-    INVALID' when a report was edited or signed with another machine's key.
-    Exits 1 if any report is INVALID.
+    Prints 'signature valid' with the verdict and the signer for each (this
+    machine, or a name 'hills trust add' gave a key), or 'signature
+    INVALID' with the reason: edited, or signed by a key this machine does
+    not trust (named by its fingerprint). Needs only public keys and never
+    creates a key. Exits 1 if any report is INVALID.
+
+    With --export DIR (one REPORT), also writes DIR/message,
+    DIR/report.sig and DIR/allowed_signers, and prints the ssh-keygen
+    command that checks the report with OpenSSH alone.
     """
 
-DECLARED = fast.Declared("verify", HELP, [fast.Argument("reports", metavar="REPORT...", many=True)])
+DECLARED = fast.Declared("verify", HELP, [
+    fast.Option("export", "--export", metavar="DIR",
+                help="Write message, report.sig and allowed_signers to DIR for ssh-keygen -Y verify."),
+    fast.Argument("reports", metavar="REPORT...", many=True),
+])
 
 
-def run(reports: tuple[str, ...]) -> int:
+def run(reports: tuple[str, ...], export: str | None = None) -> int:
     """The command: one verdict per report on stdout."""
     from .. import verify
 
+    if export is not None:
+        if len(reports) != 1:
+            raise errors.UsageError(f"--export writes one report's files, got {len(reports)} reports",
+                                    hint="pass one REPORT with --export DIR")
+        found, command = verify.export(export, reports[0])
+        if not found.ok:
+            return render([(reports[0], found, {})])
+        sys.stdout.write(f"signature valid: exported to '{export}'; with OpenSSH alone, in that folder:\n"
+                         f"  {command}\n")
+        return errors.EXIT_OK
     return render(verify.check(reports))
 
 
-def render(results: list[tuple], out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Print one verdict per (path, ok, reason, report) of verify.check;
+def render(results: list[tuple[str, Verdict, dict | None]], out: TextIO | None = None,
+           err: TextIO | None = None) -> int:
+    """Print one verdict per (path, verdict, report) of verify.check;
     return the exit code: 1 if any is INVALID, 2 if any file could not be
     read as a report at all."""
     from ..report import subject_line, summary_line
-    from ..verify import INVALID_TEXT, NO_KEY_HINT, no_key_reason
+    from ..signing import LOCAL
+    from ..verify import LEGACY_HINT, UNTRUSTED_HINT
 
     # Looked up per call: a default bound at import would miss a redirected stdout.
     out = out or sys.stdout
     err = err or sys.stderr
     worst = errors.EXIT_OK
-    no_key = False
-    for path, ok, reason, report in results:
+    hints: list[str] = []
+    for path, found, report in results:
         label = f"  ({path})" if len(results) > 1 else ""
-        if ok:
+        if found.ok and report is not None:
             out.write(f"signature valid: {subject_line(report)}{label}\n")
             if "metrics" in report:
                 out.write(f"  {summary_line(report)}\n")
@@ -52,24 +76,30 @@ def render(results: list[tuple], out: TextIO | None = None, err: TextIO | None =
             who = f"hills {tool.get('version')}" if tool.get("version") else "hills"
             trust = "" if report.get("official") else f"  [unofficial: {report.get('official_reason') or report.get('trust')}]"
             out.write(f"  signed {report.get('timestamp', '?')} by {who}{trust}\n")
+            signer = found.signer if found.signer == LOCAL else f"'{found.signer}'"
+            key = f" ({report.get('signer')})" if report.get("signer") else ""
+            out.write(f"  key: {signer}{key}\n")
         elif report is None:
             # Not a report (missing, not JSON): a usage error, not a verdict.
             worst = errors.EXIT_USAGE
             out.flush()
-            err.write(f"error: {reason}\nhint: pass a report as 'hills eval -o FILE' writes it, "
+            err.write(f"error: {found.reason}\nhint: pass a report as 'hills eval -o FILE' writes it, "
                       "or '-' to read one on standard input\n")
         else:
             worst = max(worst, errors.EXIT_NO)
-            if reason == "no signature":
+            if found.reason == "no signature":
                 out.write(f"signature INVALID: the report carries no signature{label}\n")
-            elif reason == no_key_reason():
-                no_key = True
-                out.write(f"signature INVALID: {reason}{label}\n")
             else:
-                out.write(f"signature INVALID: {INVALID_TEXT}{label}\n")
+                reason = found.reason if found.reason.startswith("signature INVALID") \
+                    else f"signature INVALID: {found.reason}"
+                out.write(f"{reason}{label}\n")
+            if "does not trust" in found.reason and UNTRUSTED_HINT not in hints:
+                hints.append(UNTRUSTED_HINT)
+            if "old HMAC secret this machine does not have" in found.reason and LEGACY_HINT not in hints:
+                hints.append(LEGACY_HINT)
     out.flush()
-    if no_key:
-        err.write(f"hint: {NO_KEY_HINT}\n")
+    for hint in hints:
+        err.write(f"hint: {hint}\n")
     err.flush()
     return worst
 

@@ -1,0 +1,62 @@
+"""`hills trust`: the keys whose reports `hills verify` accepts besides
+this machine's own (the allowed-signers file in machine state)."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors
+from .options import CONTEXT, HillsGroup, json_option
+from .output import emit, emit_json, say
+
+
+@click.group("trust", context_settings=CONTEXT, cls=HillsGroup)
+def command() -> None:
+    """Add, remove or list the keys whose reports 'hills verify' accepts.
+
+    The keys live in the allowed-signers file of the machine state
+    ($HILLS_HOME/allowed_signers, OpenSSH's allowed_signers format, each
+    key limited to the namespace hills-report), which ssh-keygen -Y verify
+    reads as it is.
+    """
+
+
+@command.command("add", context_settings=CONTEXT)
+@click.argument("name", metavar="NAME")
+@click.argument("key", metavar="KEY")
+def add(name: str, key: str) -> int:
+    """Trust KEY (an 'ssh-ed25519 AAAA...' line, as 'hills key' prints it) as NAME."""
+    from .. import trust
+
+    signer = trust.add(name, key)
+    say(f"trusted '{signer.name}' ({signer.fingerprint})")
+    return errors.EXIT_OK
+
+
+@command.command("remove", context_settings=CONTEXT)
+@click.argument("name", metavar="NAME")
+def remove(name: str) -> int:
+    """Stop trusting the key added as NAME."""
+    from .. import trust
+
+    signer = trust.remove(name)
+    say(f"no longer trusted: '{signer.name}' ({signer.fingerprint})")
+    return errors.EXIT_OK
+
+
+@command.command("list", context_settings=CONTEXT)
+@json_option
+def list_(as_json: bool) -> int:
+    """List the trusted keys: name, fingerprint and key, one per line."""
+    from .. import ed25519, trust
+
+    signers = trust.trusted()
+    if as_json:
+        emit_json([{"name": signer.name, "fingerprint": signer.fingerprint,
+                    "key": ed25519.public_line(signer.public)} for signer in signers])
+    else:
+        for signer in signers:
+            emit(f"{signer.name}\t{signer.fingerprint}\t{ed25519.public_line(signer.public)}")
+    for problem in trust.problems():
+        say(f"warning: {problem} (skipped)")
+    return errors.EXIT_OK

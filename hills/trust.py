@@ -1,0 +1,258 @@
+"""Who may sign: the machine's own Ed25519 key (`Keys`), the old HMAC
+secret of a machine from before it, and the keys `hills trust` added to
+the allowed-signers file in machine state."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from . import ed25519, state
+from .errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+    from typing import Any
+
+NAMESPACE = "hills-report"
+# A principal of allowed_signers is a list of patterns; a name here is one
+# plain principal, so it can hold none of the characters patterns use.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z")
+_CRYPTO = "cryptography.hazmat.primitives.asymmetric.ed25519"
+
+
+def _import_crypto() -> None:
+    import cryptography.hazmat.primitives.asymmetric.ed25519  # noqa: F401
+
+
+class Keys:
+    """The machine's keys as one command sees them: `public` (None when the
+    machine has no Ed25519 key), `legacy` (the old HMAC secret or None) and,
+    for a command that signs, the private key."""
+
+    __slots__ = ("legacy", "_public", "_seed", "_can_sign", "_loading", "_private")
+
+    def __init__(self, public: bytes | None, legacy: bytes | None, seed: bytes | None = None,
+                 can_sign: bool = False) -> None:
+        self.legacy = legacy
+        self._public = public
+        self._seed = seed
+        self._can_sign = can_sign and seed is not None
+        self._loading: threading.Thread | None = None
+        self._private: Any = None
+
+    @property
+    def public(self) -> bytes | None:
+        """The machine's public key, derived from its private key when first
+        asked for (by `cryptography` once loaded, else in plain Python)."""
+        if self._public is None and self._seed is not None:
+            if _CRYPTO in sys.modules:
+                from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+                from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+                self._public = Ed25519PrivateKey.from_private_bytes(self._seed).public_key().public_bytes(
+                    Encoding.Raw, PublicFormat.Raw)
+            else:
+                self._public = ed25519.public_from_seed(self._seed)
+        return self._public
+
+    @property
+    def fingerprint(self) -> str | None:
+        return ed25519.fingerprint(self.public) if self.public is not None else None
+
+    def preload(self) -> None:
+        """Import `cryptography` in a background thread (~45 ms), so that a
+        command that signs at its end does not wait for it at the start."""
+        if not self._can_sign or _CRYPTO in sys.modules or self._loading is not None:
+            return
+        import threading
+
+        self._loading = threading.Thread(target=_import_crypto, name="hills-crypto", daemon=True)
+        self._loading.start()
+
+    def sign(self, data: bytes) -> bytes:
+        """The Ed25519 signature of `data` by the machine's key."""
+        if not self._can_sign or self._seed is None:
+            raise UsageError("this command was not given the machine's private key")
+        if self._private is None:
+            self.wait()
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            self._private = Ed25519PrivateKey.from_private_bytes(self._seed)
+        return self._private.sign(data)
+
+    def wait(self) -> None:
+        """Let `cryptography` finish loading, when `preload` started it."""
+        if self._loading is not None:
+            self._loading.join()
+            self._loading = None
+
+    def verify_local(self, data: bytes, signature: bytes) -> bool:
+        """Whether `signature` is the machine key's signature of `data`."""
+        return self.public is not None and check(self.public, data, signature)
+
+
+def check(public: bytes, data: bytes, signature: bytes) -> bool:
+    """Ed25519 check: through `cryptography` when a command already loaded
+    it (the eval path), else in plain Python (a few ms, no import)."""
+    if _CRYPTO in sys.modules:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        if len(signature) != 64:
+            return False
+        try:
+            Ed25519PublicKey.from_public_bytes(public).verify(signature, data)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+    return ed25519.verify(public, data, signature)
+
+
+def check_many() -> Callable[[bytes, bytes, bytes], bool]:
+    """`check`, loading `cryptography` first when it can: for a caller
+    about to check many signatures (a damaged log), where its speed pays
+    for its import."""
+    try:
+        _import_crypto()
+    except ImportError:
+        pass
+    return check
+
+
+def machine_keys(for_signing: bool = False) -> Keys:
+    """The machine's keys. `for_signing` creates the key when missing (and
+    keeps an old HMAC secret as key.hmac) and starts loading `cryptography`;
+    without it nothing is created."""
+    if for_signing:
+        state.load_key()
+    keys = Keys(None, state.legacy_secret(), state.signing_seed(), can_sign=for_signing)
+    if for_signing:
+        keys.preload()
+    return keys
+
+
+def comment() -> str:
+    """The comment of the machine's key line: `hills@HOST`."""
+    import socket
+
+    return f"hills@{socket.gethostname()}"
+
+
+# --- the allowed-signers file -------------------------------------------
+
+class Signer:
+    """One trusted key: the name it was added under and its 32 key bytes."""
+
+    __slots__ = ("name", "public")
+
+    def __init__(self, name: str, public: bytes) -> None:
+        self.name = name
+        self.public = public
+
+    @property
+    def fingerprint(self) -> str:
+        return ed25519.fingerprint(self.public)
+
+    def line(self) -> str:
+        """Its allowed_signers line, as `ssh-keygen -Y verify` reads it."""
+        return f'{self.name} namespaces="{NAMESPACE}" {ed25519.public_line(self.public)}'
+
+
+def parse_line(line: str) -> Signer | None:
+    """The signer of one allowed_signers line (None for a blank line, a
+    comment, or a key hills does not use); ValueError when malformed."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return None
+    name, _, rest = text.partition(" ")
+    rest = rest.strip()
+    # Options come before the key type; hills writes only namespaces="...".
+    while rest and not rest.startswith(ed25519.KEY_TYPE + " "):
+        match = re.match(r'[A-Za-z-]+(="[^"]*")?\s+', rest)
+        if match is None:
+            if rest.split()[0].startswith(("ssh-", "ecdsa-", "sk-")):
+                return None  # another key type: OpenSSH may use it, hills cannot
+            raise ValueError("expected options and then 'ssh-ed25519 AAAA...'")
+        options = match.group(0)
+        if options.startswith("namespaces=") and NAMESPACE not in options.split("=", 1)[1].strip().strip('"').split(","):
+            return None  # a key trusted for other namespaces only
+        rest = rest[match.end():]
+    return Signer(name, ed25519.parse_public(rest))
+
+
+def trusted() -> list[Signer]:
+    """The signers of the allowed-signers file, in file order; a malformed
+    line is skipped (`hills trust list` names it)."""
+    return [signer for signer, _ in _read()[0] if signer is not None]
+
+
+def _read() -> tuple[list[tuple[Signer | None, str]], list[str]]:
+    """([(signer or None, line)], [problems]) of the allowed-signers file."""
+    path = state.allowed_signers_path()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return [], []
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], [f"cannot read '{path}': {exc}"]
+    entries: list[tuple[Signer | None, str]] = []
+    problems = []
+    for number, line in enumerate(lines, 1):
+        try:
+            entries.append((parse_line(line), line))
+        except ValueError as exc:
+            problems.append(f"'{path}' line {number}: {exc}")
+            entries.append((None, line))
+    return entries, problems
+
+
+def problems() -> list[str]:
+    """What is wrong in the allowed-signers file, one text per bad line."""
+    return _read()[1]
+
+
+def check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise UsageError(f"trusted name '{name}' is not a plain name",
+                         hint="expected letters, digits and . _ @ + - (no spaces, commas, quotes or patterns), "
+                              "e.g. alice or hills@lab-2")
+
+
+def add(name: str, key_text: str) -> Signer:
+    """Trust `key_text` (an `ssh-ed25519 AAAA...` line) under `name`,
+    replacing a key trusted under that name before."""
+    check_name(name)
+    try:
+        public = ed25519.parse_public(key_text)
+    except ValueError as exc:
+        raise UsageError(f"key for '{name}' is not an OpenSSH public key line: {exc}",
+                         hint="pass the line 'hills key' prints on the signing machine, in quotes") from None
+    signer = Signer(name, public)
+    _rewrite(lambda entry: entry is None or entry.name != name, extra=signer.line())
+    return signer
+
+
+def remove(name: str) -> Signer:
+    """Stop trusting the key added as `name`; UsageError when there is none."""
+    found = [signer for signer in trusted() if signer.name == name]
+    if not found:
+        names = ", ".join(f"'{signer.name}'" for signer in trusted()) or "none"
+        raise UsageError(f"no trusted key is named '{name}'",
+                         hint=f"expected one of the names 'hills trust list' shows (trusted now: {names})")
+    _rewrite(lambda entry: entry is None or entry.name != name)
+    return found[0]
+
+
+def _rewrite(keep: Callable[[Signer | None], bool], extra: str | None = None) -> None:
+    path = state.allowed_signers_path()
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with state.file_lock(path + ".lock"):
+        lines = [line for signer, line in _read()[0] if keep(signer)]
+        if extra is not None:
+            lines.append(extra)
+        state.atomic_write(path, "".join(line + "\n" for line in lines))
