@@ -697,12 +697,17 @@ def run_unit_tests(ctx: EvalContext, rep: Replicate) -> UnitTestsResult:
         argv = [part.format(**values) for part in spec["unit_tests"]["command"]]
     except (KeyError, IndexError, ValueError) as exc:
         return UnitTestsResult("buggy", f"unit_tests.command has a bad placeholder: {exc}", None)
+    from . import sdk
+
     env = evaluator_env(ctx, rep.env)
-    # The tests run the submitted code: they get its confinement, plus their own folder.
+    # The tests run the submitted code: through the sdk, like any start of
+    # it, so with its confinement (plus their own folder), its caps and its
+    # record in the report; under the watchdog's time rather than limits.time.
     config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, f"scratch-tests{rep.tag}")),
                                                readable=[tests_dir])
-    argv = config["prefix"] + argv
-    process = runner.run(argv, cwd=submission_dir, env=env, timeout=spec["timeout"],
+    env[sdk.ENV_CONFIG] = json.dumps(dict(config, timeout=spec["timeout"], by="unit_tests"))
+    argv = [ctx.python, "-I", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))] + argv
+    process = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
                          stdout_path=_fresh(os.path.join(run_dir, "unit_tests.log")),
                          stderr_path=_fresh(os.path.join(run_dir, "unit_tests.err.log")), verbose=ctx.verbose)
     record = {"passed": process.exit_code == 0 and not process.timed_out and not process.interrupted,

@@ -109,3 +109,13 @@ def test_describe_says_where_the_disposable_copy_is(frozen):
     assert "disposable" in text and "frozen" in text
     as_json = json.loads(hills("describe", HILL, "--json").out)
     assert str(frozen / "unit_tests") in as_json["submission"]["unit_tests"]
+
+
+def test_the_tests_start_through_the_sdk_confined_and_counted(frozen, tmp_path):
+    """They run submitted code, so they are a start of it like any other: the
+    report's isolation entry counts them, with their caps."""
+    result = hills("eval", candidate(tmp_path / "sub"), "-H", HILL)
+    assert result.code == 0, result.output
+    isolation = result.report["isolation"]
+    assert isolation["started_by"].get("unit_tests") == 1, isolation
+    assert isolation["caps_hit"] == []
