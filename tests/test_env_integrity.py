@@ -234,7 +234,7 @@ def test_environments_sharing_package_files_do_not_rebuild_each_other(project, t
     wheel = _wheel(tmp_path / "wheels")
     for name in ("dep-a", "dep-b"):
         _hill_with_tinydep(name, wheel)
-    sub = submission(tmp_path / "sub", {"x.txt": "1\n"})
+    sub = submission(tmp_path / "sub", {"circles.json": "[]\n"})  # the template's output, scored as it is
     for round_ in range(3):
         for name in ("dep-a", "dep-b"):
             result = hills("eval", sub, "-H", name)
@@ -248,7 +248,7 @@ def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp
     edited in place, its size and mtime put back, leaves the environment
     as it was built."""
     hill_dir = _hill_with_tinydep("dep-c", _wheel(tmp_path / "wheels"))
-    sub = submission(tmp_path / "sub", {"x.txt": "1\n"})
+    sub = submission(tmp_path / "sub", {"circles.json": "[]\n"})  # the template's output, scored as it is
     assert hills("eval", sub, "-H", "dep-c").report["metrics"][0]["value"] == 41.0
     cached = [path for path in Path(os.environ["UV_CACHE_DIR"]).rglob("__init__.py")
               if path.parent.name == "tinydep" and path.read_bytes() == b"VALUE = 41\n"]
