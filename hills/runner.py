@@ -277,8 +277,10 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     namespace of its own that dies with it (bwrap --unshare-pid
     --die-with-parent): an orphan there is re-parented to that namespace's
     init, never to a subreaper outside it, and killed when the namespace
-    ends, so this process need not become one (prctl costs an eval the
-    import of _ctypes, about 4 ms)."""
+    ends. This process then becomes a subreaper only once the child is
+    started, while it boots (the import of _ctypes, a few ms, is then off
+    the eval's critical path), to reap the namespace's init, which bwrap
+    leaves behind as it exits."""
     if not own_pid_namespace:
         become_subreaper()
     callers_children = frozenset(_children())
@@ -322,6 +324,8 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     if result_pipe:
         reader = _ResultReader(res_r, RESULT_CAP)
         reader.start()
+    if own_pid_namespace:
+        become_subreaper()
     try:
         try:
             stops.armed = True
