@@ -76,8 +76,12 @@ def scored(module_machine):
 
 @pytest.fixture(scope="module")
 def runs_code(module_machine):
+    """An evaluator that runs the submission itself, which the leak probe of
+    hills check refuses under the sandbox: without it (a warning), the
+    submitted code inherits all the evaluator has, and still must not reach
+    the result channel."""
     with on_machine(module_machine):
-        return make_hill("runs-code", RUNS_CODE_EVAL)
+        return make_hill("runs-code", RUNS_CODE_EVAL, extra="sandbox: none\n")
 
 
 def scoring(tmp_path, value, name="sub"):
