@@ -320,6 +320,12 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
     run is walked back to the last line whose own signature holds.
     """
     start = position
+    # OpenSSL's SHA-256 hashes a line faster than the builtin one, once
+    # loaded (about 6 ms): worth it for a long log only.
+    if len(data) - position > 1 << 20:
+        from hashlib import sha256 as line_hash
+    else:
+        line_hash = sha256
     find = data.find
     rfind = data.rfind  # seq sorts late among keys: search from the end
     startswith = data.startswith
@@ -352,7 +358,7 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
             break
         if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"sig"...`
             loose = True
-        link = LINK + sha256(view[position:end]).hexdigest()
+        link = LINK + line_hash(view[position:end]).hexdigest()
         if seq == head_seq:
             head_mac = link
         expect_prev = b'"prev":"' + link.encode("ascii") + b'"'

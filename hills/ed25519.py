@@ -34,10 +34,11 @@ ARMOR_END = "-----END SSH SIGNATURE-----"
 
 _P = 2**255 - 19
 _L = 2**252 + 27742317777372353535851937790883648493
-_D = -121665 * pow(121666, _P - 2, _P) % _P
+# Written out rather than computed at import (a millisecond of every
+# verify); tests/test_ed25519.py computes them again.
+_D = 37095705934669439343138083508754565189542113879843219016388785533085940283555  # -121665/121666
 _D2 = 2 * _D % _P
-_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
-_BY = 4 * pow(5, _P - 2, _P) % _P
+_SQRT_M1 = 19681161376707505956807079304988542015446066515923890162744021073123829784752  # 2^((p-1)/4)
 _IDENTITY = (0, 1, 1, 0)
 
 Point = tuple  # extended coordinates (X, Y, Z, T), x = X/Z, y = Y/Z, xy = T/Z
@@ -100,7 +101,10 @@ def _encode(point: Point) -> bytes:
     return (y | ((x & 1) << 255)).to_bytes(32, "little")
 
 
-_BASE = _decode(_BY.to_bytes(32, "little"))
+# The base point B (y = 4/5, x even), in extended coordinates.
+_BASE = (15112221349535400772501151409588531511454012693041857206046113283949847762202,
+         46316835694926478169428394003475163141307993866256225615783033603165251855960, 1,
+         46827403850823179245072216630277197565144205554125654976674165829533817101731)
 
 
 def verify(public: bytes, message: bytes, signature: bytes) -> bool:
@@ -119,7 +123,6 @@ def verify(public: bytes, message: bytes, signature: bytes) -> bool:
     # [s]B - [k]A, both scalars in one pass (Straus), compared with R as bytes.
     x, y, z, t = point
     negated = ((_P - x) % _P, y, z, (_P - t) % _P)
-    assert _BASE is not None
     both = _add(_BASE, negated)
     table = (_IDENTITY, negated, _BASE, both)
     result = _IDENTITY
@@ -137,7 +140,6 @@ def public_from_seed(seed: bytes) -> bytes:
     scalar = int.from_bytes(digest[:32], "little")
     scalar &= (1 << 254) - 8
     scalar |= 1 << 254
-    assert _BASE is not None
     result, addend = _IDENTITY, _BASE
     while scalar:
         if scalar & 1:

@@ -953,7 +953,6 @@ def resolve(req: EvalRequest) -> EvalPlan:
     _, trial, knob_warning = resolve_knobs(req)
     from .trust import machine_keys
 
-    # Starts loading `cryptography` in the background: it signs at the end.
     key = machine_keys(for_signing=True)
     if req.final and spec["final"]["budget"] is not None and req.current:
         raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
@@ -1083,6 +1082,9 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
     envelope["submission_git"] = lineage(req.submission)
     envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
     ctx = build_context(plan, run_dir, expected, say)
+    # `cryptography` (to sign the report) loads while the evaluator runs and
+    # this thread waits on it: started sooner, it would compete for the GIL.
+    plan.key.preload()
     try:
         runs = _run_replicates(ctx, say)
     finally:

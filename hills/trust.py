@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 from . import ed25519, state
 from .errors import UsageError
@@ -20,12 +19,35 @@ if TYPE_CHECKING:
 NAMESPACE = "hills-report"
 # A principal of allowed_signers is a list of patterns; a name here is one
 # plain principal, so it can hold none of the characters patterns use.
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z")
-_CRYPTO = "cryptography.hazmat.primitives.asymmetric.ed25519"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z"  # compiled on first use: the eval imports this module
+class _Backend:
+    """`cryptography`'s Ed25519, once loaded: `private(seed)` and
+    `public(key_bytes)` build its key objects."""
+
+    loaded: _Backend | None = None
+
+    def __init__(self) -> None:
+        try:
+            # The Rust binding the public module wraps: importing it alone
+            # costs about half (no typing, no serialization modules), and
+            # the eval path pays the import in CPU time on a busy machine.
+            from cryptography.hazmat.bindings._rust import openssl as rust_openssl
+
+            module: Any = rust_openssl.ed25519
+            self.private, self.public = module.from_private_bytes, module.from_public_bytes
+        except (ImportError, AttributeError):
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+            self.private, self.public = Ed25519PrivateKey.from_private_bytes, Ed25519PublicKey.from_public_bytes
+        from cryptography.exceptions import InvalidSignature
+
+        self.invalid = InvalidSignature
 
 
-def _import_crypto() -> None:
-    import cryptography.hazmat.primitives.asymmetric.ed25519  # noqa: F401
+def _load_backend() -> _Backend:
+    if _Backend.loaded is None:
+        _Backend.loaded = _Backend()
+    return _Backend.loaded
 
 
 class Keys:
@@ -49,12 +71,9 @@ class Keys:
         """The machine's public key, derived from its private key when first
         asked for (by `cryptography` once loaded, else in plain Python)."""
         if self._public is None and self._seed is not None:
-            if _CRYPTO in sys.modules:
-                from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-                from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
-                self._public = Ed25519PrivateKey.from_private_bytes(self._seed).public_key().public_bytes(
-                    Encoding.Raw, PublicFormat.Raw)
+            backend = _Backend.loaded
+            if backend is not None:
+                self._public = backend.private(self._seed).public_key().public_bytes_raw()
             else:
                 self._public = ed25519.public_from_seed(self._seed)
         return self._public
@@ -64,13 +83,15 @@ class Keys:
         return ed25519.fingerprint(self.public) if self.public is not None else None
 
     def preload(self) -> None:
-        """Import `cryptography` in a background thread (~45 ms), so that a
-        command that signs at its end does not wait for it at the start."""
-        if not self._can_sign or _CRYPTO in sys.modules or self._loading is not None:
+        """Import `cryptography` in a background thread, so that a command
+        that signs at its end does not wait for it there: call it where the
+        command starts to wait (for the evaluator), since the import holds
+        the interpreter lock most of the time it runs."""
+        if not self._can_sign or _Backend.loaded is not None or self._loading is not None:
             return
         import threading
 
-        self._loading = threading.Thread(target=_import_crypto, name="hills-crypto", daemon=True)
+        self._loading = threading.Thread(target=_load_backend, name="hills-crypto", daemon=True)
         self._loading.start()
 
     def sign(self, data: bytes) -> bytes:
@@ -79,10 +100,9 @@ class Keys:
             raise UsageError("this command was not given the machine's private key")
         if self._private is None:
             self.wait()
-            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-            self._private = Ed25519PrivateKey.from_private_bytes(self._seed)
-        return self._private.sign(data)
+            self._private = _load_backend().private(self._seed)
+        signature: bytes = self._private.sign(data)
+        return signature
 
     def wait(self) -> None:
         """Let `cryptography` finish loading, when `preload` started it."""
@@ -98,18 +118,16 @@ class Keys:
 def check(public: bytes, data: bytes, signature: bytes) -> bool:
     """Ed25519 check: through `cryptography` when a command already loaded
     it (the eval path), else in plain Python (a few ms, no import)."""
-    if _CRYPTO in sys.modules:
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-        if len(signature) != 64:
-            return False
-        try:
-            Ed25519PublicKey.from_public_bytes(public).verify(signature, data)
-        except (InvalidSignature, ValueError):
-            return False
-        return True
-    return ed25519.verify(public, data, signature)
+    backend = _Backend.loaded
+    if backend is None:
+        return ed25519.verify(public, data, signature)
+    if len(signature) != 64 or len(public) != 32:
+        return False
+    try:
+        backend.public(public).verify(signature, data)
+    except (backend.invalid, ValueError):
+        return False
+    return True
 
 
 def check_many() -> Callable[[bytes, bytes, bytes], bool]:
@@ -117,7 +135,7 @@ def check_many() -> Callable[[bytes, bytes, bytes], bool]:
     about to check many signatures (a damaged log), where its speed pays
     for its import."""
     try:
-        _import_crypto()
+        _load_backend()
     except ImportError:
         pass
     return check
@@ -125,14 +143,11 @@ def check_many() -> Callable[[bytes, bytes, bytes], bool]:
 
 def machine_keys(for_signing: bool = False) -> Keys:
     """The machine's keys. `for_signing` creates the key when missing (and
-    keeps an old HMAC secret as key.hmac) and starts loading `cryptography`;
-    without it nothing is created."""
+    keeps an old HMAC secret as key.hmac); without it nothing is created.
+    A command that signs at its end calls `preload` where it starts to wait."""
     if for_signing:
         state.load_key()
-    keys = Keys(None, state.legacy_secret(), state.signing_seed(), can_sign=for_signing)
-    if for_signing:
-        keys.preload()
-    return keys
+    return Keys(None, state.legacy_secret(), state.signing_seed(), can_sign=for_signing)
 
 
 def comment() -> str:
@@ -217,7 +232,7 @@ def problems() -> list[str]:
 
 
 def check_name(name: str) -> None:
-    if not _NAME.match(name):
+    if not re.match(_NAME, name):
         raise UsageError(f"trusted name '{name}' is not a plain name",
                          hint="expected letters, digits and . _ @ + - (no spaces, commas, quotes or patterns), "
                               "e.g. alice or hills@lab-2")

@@ -51,6 +51,13 @@ def test_rfc8032_vectors(secret, public, message, signature):
     assert not ed25519.verify(public_bytes, message_bytes + b"x", signature_bytes)
 
 
+def test_written_out_constants():
+    p = 2**255 - 19
+    assert ed25519._D == -121665 * pow(121666, p - 2, p) % p
+    assert ed25519._SQRT_M1 == pow(2, (p - 1) // 4, p)
+    assert ed25519._BASE == ed25519._decode((4 * pow(5, p - 2, p) % p).to_bytes(32, "little"))
+
+
 def test_plain_check_agrees_with_cryptography():
     for size in range(0, 200, 13):
         private = Ed25519PrivateKey.generate()

@@ -100,7 +100,7 @@ def test_passing_eval_prints_a_signed_report_logs_it_and_notes_it(scored, tmp_pa
     assert report["params"] == {"n": 26, "tolerance": 1e-9}
     assert report["official"] is True and report["forced"] is False and report["final"] is False
     assert report["submission_hash"].startswith("blake3:")
-    assert report["signature"].startswith("hmac-sha256:")
+    assert report["signature"].startswith("sshsig:")
     for field in ("commit", "submission_git", "config", "details", "official_reason", "trust", "tool",
                   "timestamp", "report_version"):
         assert field in report

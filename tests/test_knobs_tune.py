@@ -275,7 +275,7 @@ def test_tune_json_names_each_trial_and_the_best(knobs_hill, tmp_path):
     assert data["best_params_file"] == str(tmp_path / "cand.best-params.json")
     best_value = max(trial["metrics"][0]["value"] for trial in data["trials"])
     assert data["best"]["metrics"][0]["value"] == best_value
-    assert data["best"]["report"]["signature"].startswith("hmac-sha256:")
+    assert data["best"]["report"]["signature"].startswith("sshsig:")
 
 
 def test_tune_spends_no_trial_when_the_hill_allows_no_score(knobs_hill, tmp_path):

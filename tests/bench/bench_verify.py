@@ -22,9 +22,9 @@ def main():
 
         os.environ["HILLS_HOME"] = box.home
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        from hills import chain, state
+        from hills import chain, trust
 
-        key = state.load_key()
+        key = trust.machine_keys(for_signing=True)
         log = os.path.join(box.root, "big.jsonl")
         record = {"report": {"hill": "cp", "status": "passing", "metrics": [{"name": "sum_radii", "value": 2.5,
                                                                             "direction": "max"}]}}
@@ -35,7 +35,7 @@ def main():
                 handle.write(data)
         elapsed = timed(lambda: box.run("hills-chain", "verify", log), repeat=3)
         started = time.perf_counter()
-        result = chain.verify(log, key)
+        result = chain.verify(log, trust.machine_keys())
         in_process = time.perf_counter() - started
         assert result.ok and result.count == LINES, result.problems
         print(f"{'hills-chain verify, 100,000 lines (process)':<58} {elapsed:8.3f}s  "
