@@ -84,6 +84,7 @@ DEPENDENCIES = {
     "blake3": "blake3",
     "tomli_w": "tomli-w",
     "uv": "uv",
+    "cryptography": "cryptography",
 }
 
 

@@ -211,7 +211,7 @@ def verify(envelope: object, keys: Keys, allowed: Sequence[Signer] | None = None
     from .trust import check
 
     if not check(public, signed, raw):
-        return Verdict(False, "signature INVALID: the report was edited after it was signed", public=public)
+        return Verdict(False, "signature INVALID: this report was edited after it was signed", public=public)
     if public == keys.public:
         return Verdict(True, "signature valid", LOCAL, public)
     for signer in allowed or ():

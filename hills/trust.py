@@ -50,6 +50,13 @@ def _load_backend() -> _Backend:
     return _Backend.loaded
 
 
+def _preload() -> None:
+    try:
+        _load_backend()
+    except ImportError:
+        pass  # said by the signing that needs it, as a missing dependency
+
+
 class Keys:
     """The machine's keys as one command sees them: `public` (None when the
     machine has no Ed25519 key), `legacy` (the old HMAC secret or None) and,
@@ -91,7 +98,7 @@ class Keys:
             return
         import threading
 
-        self._loading = threading.Thread(target=_load_backend, name="hills-crypto", daemon=True)
+        self._loading = threading.Thread(target=_preload, name="hills-crypto", daemon=True)
         self._loading.start()
 
     def sign(self, data: bytes) -> bytes:

@@ -332,7 +332,7 @@ def test_an_edited_report_fails_even_where_its_key_is_trusted(signed_report, tmp
     edited.write_text(json.dumps(report))
     for result in (real("hills", "verify", edited, env=env), real("hills", "verify", edited)):
         assert result.code == 1, result.output
-        assert result.out.strip() == "signature INVALID: the report was edited after it was signed"
+        assert result.out.strip() == "signature INVALID: this report was edited after it was signed"
 
 
 def test_a_report_resigned_by_an_untrusted_key_fails_naming_it(signed_report, tmp_path):
@@ -394,14 +394,15 @@ def test_export_refuses_a_report_that_does_not_verify(signed_report, tmp_path):
 
 # ---------------------------------------------------------------- read-only commands create nothing
 
-def test_read_only_commands_on_a_fresh_home_create_no_key(signed_report, tmp_path, hermetic):
+def test_read_only_commands_on_a_fresh_home_create_no_key(signed_report, module_machine, tmp_path, hermetic):
     report_file, _ = signed_report
     env = other_machine(tmp_path)
     log = tmp_path / "log.jsonl"
     log.write_bytes(b"")
     for argv in (["verify", report_file], ["show", report_file], ["rank", report_file],
-                 ["chain", "verify", log], ["chain", "show", log], ["trust", "list"]):
-        result = real("hills", *argv, env=env)
+                 ["chain", "verify", log], ["chain", "show", log], ["trust", "list"],
+                 ["attempts", "signed"], ["status", "signed"], ["log", "signed"]):
+        result = real("hills", *argv, env=env, cwd=module_machine.project)
         assert result.code in (0, 1), result.output
         assert not (tmp_path / "second-machine").exists(), argv
 
