@@ -388,7 +388,10 @@ largest file it may write, at least 1MiB, 1GiB by default. `cpu`: the CPU
 seconds of each process, greater than 0, the `time` by default (a process
 with several busy threads reaches it sooner than the time). A cap that is
 hit stops the submitted code (a file write past `file_size` fails first)
-and is named in the report's `isolation` entry; see hills-report(5)."""),
+and is named in the report's `isolation` entry; see hills-report(5). For
+`memory`, the kernel refuses the allocation past the cap and the code
+fails; the cap is named when the largest address space seen came within a
+sixteenth of it (one allocation far past the cap leaves no such trace)."""),
 ), rule=_manifest_rule)
 
 

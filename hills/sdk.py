@@ -100,7 +100,7 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
         # to the interpreter (a linked HILLS_HOME) leads nowhere there.
         argv[0] = os.path.join(os.path.realpath(os.path.dirname(argv[0])), os.path.basename(argv[0]))
     cgroup = config.get("cgroup") if caps.get("processes") else None
-    watch = _Watch(config, caps, cgroup, bool(prefix))
+    watch = _Watch(config, caps, cgroup, bool(prefix), memory)
     _record(config, {"event": "start", "by": config.get("by", "sdk"), "confined": bool(prefix),
                      "processes_by": watch.processes_by} if caps else
             {"event": "start", "by": config.get("by", "sdk"), "confined": bool(prefix)})
@@ -140,6 +140,8 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
                 # Only reaped processes count in RUSAGE_CHILDREN; SIGXCPU
                 # itself says the cap was reached.
                 watch.hit("cpu", caps["cpu"], max(round(used, 3), caps["cpu"]))
+        if code != 0 and not watch.hits and watch.memory_hit():
+            watch.hit("memory", memory, watch.memory_peak)
     finally:
         watch.clean()
         _tidy(config)
@@ -197,8 +199,11 @@ class _Watch:
     the rest, and caps what the kernel cannot (bytes over many files; tasks
     where no cgroup can be made and no user namespace counts them)."""
 
-    def __init__(self, config: dict[str, Any], caps: dict[str, Any], cgroup: str | None, confined: bool) -> None:
+    def __init__(self, config: dict[str, Any], caps: dict[str, Any], cgroup: str | None, confined: bool,
+                 memory: int = 0) -> None:
         self.caps = caps
+        self.memory = memory  # RLIMIT_AS: the watch notes the largest address space it sees
+        self.memory_peak = 0
         self.cgroup = cgroup
         self.hits: list[dict[str, Any]] = []
         self.snapshot = config.get("cwd") if caps.get("disk") or caps.get("file_size") else None
@@ -212,7 +217,7 @@ class _Watch:
         if self.snapshot and os.path.isdir(self.snapshot):
             self.base_bytes = _usage(self.snapshot, self.baseline, record=True)[0]
         self.process: subprocess.Popen[Any] | None = None
-        self.stopping = threading.Event() if caps else None
+        self.stopping = threading.Event() if caps or memory else None
         self.thread: threading.Thread | None = None
         self.interval = 0.02
 
@@ -237,6 +242,15 @@ class _Watch:
             # A large folder is walked less often.
             self.interval = min(0.5, max(0.02, 20 * (time.monotonic() - started)))
 
+    def memory_hit(self) -> bool:
+        """Whether code that failed had come up to its memory cap: the
+        kernel refuses an allocation past RLIMIT_AS, and the code then
+        fails, so a failure with the largest address space seen within a
+        sixteenth (at least 64 MiB) of the cap is taken as the cap's. One
+        allocation far past the cap, refused at once, leaves no such trace."""
+        margin = max(64 * 1024 * 1024, self.memory // 16)
+        return bool(self.memory) and self.memory_peak >= self.memory - margin
+
     def hit(self, cap: str, limit: Any, seen: Any) -> None:
         if not any(event["cap"] == cap for event in self.hits):
             self.hits.append({"event": "cap", "cap": cap, "limit": limit, "seen": seen})
@@ -244,6 +258,8 @@ class _Watch:
     def check(self, final: bool = False) -> bool:
         """Whether a cap is hit now (recorded in `hits`)."""
         caps = self.caps
+        if self.memory and self.process is not None and not final:
+            self.memory_peak = max(self.memory_peak, _address_space_peak(self.process.pid))
         if caps.get("processes"):
             if self.cgroup:
                 if self._pids_max_events() > self.pids_max_before:
@@ -342,6 +358,22 @@ def _remove_written(folder: str, baseline: dict[str, tuple[int, int, int]]) -> N
                 _remove(path)
                 if name in dirs:
                     dirs.remove(name)
+
+
+def _address_space_peak(pid: int) -> int:
+    """The largest peak address space (VmPeak) among `pid` and its
+    descendants, in bytes."""
+    peak = 0
+    for current in [pid] + _descendants(pid):
+        try:
+            with open(f"/proc/{current}/status", encoding="ascii", errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("VmPeak:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return peak
 
 
 def _tasks(pid: int) -> int:

@@ -253,3 +253,27 @@ def test_the_solution_phase_counts_as_confined_and_no_code_as_not_started(commit
     assert result.code == 0, result.output
     assert result.report["isolation"]["submitted_code"] == "not started by hills"
     assert result.report["isolation"]["runs"] == 0
+
+
+GREEDY = """\
+chunks = []
+while True:
+    chunks.append(bytearray(8 * 1024 * 1024))
+"""
+
+
+@needs_bwrap
+def test_memory_up_to_the_cap_is_refused_and_the_cap_named(tmp_path):
+    """RLIMIT_AS refuses the allocation past the cap; the code fails, and the
+    watch, having seen its address space come up to the cap, names it."""
+    make_hill("greedy", ATTACK_EVAL, timeout=60, extra="limits:\n  time: 30\n  memory: 256MiB\nsandbox: bwrap\n")
+    code, report = attack(tmp_path, "greedy", GREEDY)
+    assert code == 1, report
+    hit = report["isolation"]["caps_hit"]
+    assert [entry["cap"] for entry in hit] == ["memory"], report["isolation"]
+    assert hit[0]["limit"] == 256 * 1024 * 1024 and hit[0]["seen"] >= 192 * 1024 * 1024
+    assert "MemoryError" in report["details"]["stderr"]
+    assert "stopped at its cap: memory" in report["reason"]
+    # A failure far from the cap is not the cap's.
+    code, report = attack(tmp_path / "plain", "greedy", "raise SystemExit(3)\n")
+    assert code == 1 and report["isolation"]["caps_hit"] == [], report["isolation"]
