@@ -487,3 +487,31 @@ def test_the_eval_log_verifies_with_the_public_key_alone(signed_report, module_m
         public_only = trust.Keys(trust.machine_keys().public, None)
         report = chain.verify(path, public_only)
         assert report.ok and report.count >= 1, report.problems
+
+
+def test_racing_first_signers_on_an_old_machine_migrate_once(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    home = tmp_path / "old-machine"
+    home.mkdir()
+    secret = os.urandom(32).hex().encode()
+    (home / "key").write_bytes(secret)
+    env = dict(os.environ, HILLS_HOME=str(home))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        signed = list(pool.map(lambda n: real("hills-sign", input=json.dumps({"n": n}), env=env), range(6)))
+    assert (home / "key.hmac").read_bytes() == secret
+    assert (home / "key").read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    fingerprints = set()
+    for number, result in enumerate(signed):
+        assert result.code == 0, result.output
+        target = tmp_path / f"signed-{number}.json"
+        target.write_text(result.out)
+        fingerprints.add(json.loads(result.out)["signer"])
+        assert real("hills", "verify", target, env=env).code == 0
+    assert fingerprints == {trust.Keys(None, None, state_seed(home)).fingerprint}
+
+
+def state_seed(home):
+    text = (home / "key").read_bytes()
+    der = base64.b64decode(b"".join(text.splitlines()[1:-1]))
+    return der[16:]
