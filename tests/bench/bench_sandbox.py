@@ -1,7 +1,7 @@
 """hills eval on the circle-packing example inside the bubblewrap sandbox,
 against the same eval of the same hill files with `sandbox: none`; then the
-same pair where the example is a solution.py that the evaluator runs
-through hills.sdk.run_submission (submitted code confined as well)."""
+same pair where the submission is a solution.py, which the template's
+solution phase runs through hills.sdk (submitted code confined as well)."""
 
 import json
 import os
@@ -11,22 +11,6 @@ import time
 from .common import Sandbox, line
 
 REPEAT = int(os.environ.get("HILLS_BENCH_REPEAT", "9"))
-# Appended to the template's eval.py: the solver runs through the SDK.
-SDK_SOLVER = """
-
-def _run_solver(submission, circles_path, details):
-    from hills import sdk
-
-    if circles_path.exists():
-        circles_path.unlink()
-    done = sdk.run_submission([sys.executable, SOLVER_FILE], timeout=SOLVER_TIMEOUT, capture_output=True,
-                              text=True)
-    if done.returncode != 0:
-        details["solver_output"] = (done.stdout + done.stderr)[-OUTPUT_TAIL:]
-        raise Rejected(f"{SOLVER_FILE} exited with status {done.returncode}")
-"""
-
-
 def _interleaved(first, second, repeat):
     """Median wall times of two commands, run alternately so that a busy
     machine slows both alike."""
@@ -49,17 +33,9 @@ def main():
         hills = {"boxed": "", "open": "sandbox: none\n", "sdk-boxed": "", "sdk-open": "sandbox: none\n"}
         for name, extra in hills.items():
             box.run("hills", "new", name, "-t", "circle-packing")
-            hill_dir = box.hill_dir(name)
             if extra:
-                with open(os.path.join(hill_dir, "hill.yaml"), "a", encoding="utf-8") as handle:
+                with open(os.path.join(box.hill_dir(name), "hill.yaml"), "a", encoding="utf-8") as handle:
                     handle.write(extra)
-            if name.startswith("sdk-"):
-                with open(os.path.join(hill_dir, "eval.py"), "a", encoding="utf-8") as handle:
-                    handle.write(SDK_SOLVER)
-                # `hills check` runs the hill's tests without hills.sdk importable
-                # (a known gap), so the template's solver test is replaced.
-                with open(os.path.join(hill_dir, "tests", "test_eval.py"), "w", encoding="utf-8") as handle:
-                    handle.write("def test_imports():\n    import eval  # noqa: F401\n")
             box.run("hills", "commit", name, "-m", "initial")
         grid = os.path.join(box.hill_dir("boxed"), "examples", "grid")
         solver = os.path.join(box.root, "solver")
