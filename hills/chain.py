@@ -285,7 +285,7 @@ class _Scan:
     """Where a scan stands: the chain state the next line must continue."""
 
     __slots__ = ("count", "number", "expect_seq", "expect_prev", "last_seq", "last_mac",
-                 "prev_line", "head_mac", "break_line")
+                 "prev_line", "head_mac", "break_line", "forged_end")
 
     def __init__(self) -> None:
         self.count = 0            # lines that passed every check
@@ -297,12 +297,7 @@ class _Scan:
         self.prev_line: int | None = None     # line number of the entry the chain continues from
         self.head_mac: str | None = None      # link of the entry whose seq the head records
         self.break_line: int | None = None
-
-    def copy(self) -> _Scan:
-        other = _Scan()
-        for name in self.__slots__:
-            setattr(other, name, getattr(self, name))
-        return other
+        self.forged_end = 0                   # offset up to which the lines are known forged
 
 
 def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, scan: _Scan) -> tuple[int, bool]:
@@ -320,6 +315,8 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
     run is walked back to the last line whose own signature holds.
     """
     start = position
+    if keys.public is None:
+        return start, True  # nothing to check a signature with: each line says so
     # OpenSSL's SHA-256 hashes a line faster than the builtin one, once
     # loaded (about 6 ms): worth it for a long log only.
     if len(data) - position > 1 << 20:
@@ -374,8 +371,10 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
     last_parts = _split(data[last_start:position - 1])
     if last_parts is None or not _signed(last_parts[0], last_parts[1], keys):
         # Some line of the run was forged with its links made anew: keep
-        # the run up to the last line whose own signature holds.
+        # the run up to the last line whose own signature holds; the lines
+        # after it are forged, one problem each (`_scan_rest`).
         kept = _last_signed(data, start, last_start, keys)
+        scan.forged_end = position
         if kept == start:
             return start, False
         return _fast_scan(data[:kept], start, keys, head_seq, scan)[0], False
@@ -390,25 +389,31 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
 
 def _last_signed(data: bytes, start: int, last_start: int, keys: Keys) -> int:
     """The offset just past the last line between `start` and `last_start`
-    (both line starts) whose own signature holds; `start` when none does."""
-    from .trust import check_many
+    (both line starts, the lines linked, the one at `last_start` not
+    signed) whose own signature holds; `start` when none does. Within a
+    linked run a line that holds vouches for all before it, so the lines
+    that hold are a prefix: a binary search finds its end."""
+    starts = [start]
+    while starts[-1] < last_start:
+        starts.append(data.index(b"\n", starts[-1]) + 1)
 
-    checked = 0
-    line_start = last_start
-    while line_start > start:
-        line_start = data.rfind(b"\n", start, line_start - 1) + 1 or start
-        if line_start < start:
-            line_start = start
-        line_end = data.find(b"\n", line_start)
-        checked += 1
-        if checked == _MANY:
-            check_many()
-        parts = _split(data[line_start:line_end])
-        if parts is not None and _signed(*parts, keys):
-            return line_end + 1
-        if line_start == start:
-            break
-    return start
+    def holds(index: int) -> bool:
+        line = data[starts[index]:data.index(b"\n", starts[index])]
+        parts = _split(line)
+        return parts is not None and _signed(parts[0], parts[1], keys)
+
+    if len(starts) > _MANY:
+        from .trust import check_many
+
+        check_many()
+    low, high = -1, len(starts) - 1  # holds(low) (or low is -1), not holds(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if holds(middle):
+            low = middle
+        else:
+            high = middle
+    return start if low < 0 else data.index(b"\n", starts[low]) + 1
 
 
 def _check_line(line: bytes, number: int, keys: Keys) -> tuple[list[str], str | None, tuple[int | None, str | None] | None]:
@@ -542,7 +547,12 @@ def _scan_rest(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
     the fast scan, each line that is not by the careful one."""
     problems: list[str] = []
     while position < len(data):
+        if position < scan.forged_end:
+            position = _forged_line(data, position, scan, problems)
+            continue
         position, careful_rest = _fast_scan(data, position, keys, head_seq, scan)
+        if position < scan.forged_end:
+            continue
         if position >= len(data):
             break
         end = data.find(b"\n", position)
@@ -556,6 +566,18 @@ def _scan_rest(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
         problems.extend(_careful_scan([data[position:end]], False, keys, head_seq, scan))
         position = end + 1
     return problems
+
+
+def _forged_line(data: bytes, position: int, scan: _Scan, problems: list[str]) -> int:
+    """Report the line at `position`, one the fast scan found linked but
+    not signed; returns where the next line starts."""
+    number = scan.number = scan.number + 1
+    problems.append(f"line {number}: signature does not match its content (edited)")
+    scan.break_line = scan.break_line or number
+    # Its seq was checked; its own link is not to be trusted.
+    scan.last_seq, scan.expect_seq = scan.expect_seq, scan.expect_seq + 1
+    scan.expect_prev, scan.prev_line = None, number
+    return data.index(b"\n", position) + 1
 
 
 def _chain_report(scan: _Scan, problems: list[str]) -> ChainReport:

@@ -480,6 +480,40 @@ def test_a_line_signed_by_another_key_is_found(log):
     assert "does not carry a valid signature" in str(caught.value)
 
 
+def test_a_log_checked_with_another_key_or_none(log):
+    report = chain.verify(log, trust.Keys(None, None, b"\x07" * 32))
+    assert report.count == 0 and len(report.problems) == 6
+    assert all(problem.endswith("signature does not match its content (edited)") for problem in report.problems)
+    report = chain.verify(log, trust.Keys(None, None))
+    assert report.problems[0] == "line 1: signed with an Ed25519 key, and this machine has none to check it with"
+
+
+def test_a_long_log_under_another_key_is_checked_in_a_few_signatures(tmp_path):
+    path = tmp_path / "long.jsonl"
+    lines, prev = [], ""
+    for seq in range(2000):
+        line, prev = chain.encode_entry({"n": seq}, seq, prev, KEYS)
+        lines.append(line)
+    path.write_bytes(b"".join(lines))
+    checked = []
+    real_check = trust.check
+
+    def counting(public, data, signature):
+        checked.append(1)
+        return real_check(public, data, signature)
+
+    import hills.trust
+
+    original = hills.trust.check
+    hills.trust.check = counting
+    try:
+        report = chain.verify(path, trust.Keys(None, None, b"\x07" * 32))
+    finally:
+        hills.trust.check = original
+    assert report.count == 0 and len(report.problems) == 2000 and report.break_line == 1
+    assert len(checked) < 20
+
+
 def test_the_eval_log_verifies_with_the_public_key_alone(signed_report, module_machine):
     with on_machine(module_machine):
         hill_dir = module_machine.project / ".hills" / "signed"
