@@ -10,9 +10,10 @@ from .replicates import within_noise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .trust import Keys, Signer
     from collections.abc import Iterable, Sequence
     from typing import Any
+
+    from .trust import Keys, Signer
 
 
 def primary_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -47,6 +48,11 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
     """
     groups: dict[tuple[Any, Any, tuple[tuple[str, str], ...]], list[tuple[str, dict[str, Any]]]] = {}
     apart = []
+    items = list(items)
+    if len(items) > 8:
+        from .trust import check_many
+
+        check_many()  # a few ms per check in plain Python: many reports pay for the import
     for source, report in items:
         ok, reason = signing.verify(report, keys, allowed)
         if not ok:
