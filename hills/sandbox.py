@@ -357,7 +357,25 @@ def interpreter_base(env_dir: str) -> list[str]:
     """The base installation a hill environment's interpreter runs from
     (pyenv, uv-managed or another Python under $HOME): the prefix that
     pyvenv.cfg's `home` names and that the interpreter's real path lies in,
-    unless it is a system folder submitted code sees anyway."""
+    unless it is a system folder submitted code sees anyway. Remembered
+    per environment while its pyvenv.cfg is unchanged (an eval asks twice)."""
+    try:
+        info = os.stat(os.path.join(env_dir, "pyvenv.cfg"))
+        key: tuple[object, ...] | None = (env_dir, info.st_ino, info.st_mtime_ns, info.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _bases:
+        return list(_bases[key])
+    found = _interpreter_base(env_dir)
+    if key is not None:
+        _bases[key] = list(found)
+    return found
+
+
+_bases: dict[tuple[object, ...], list[str]] = {}
+
+
+def _interpreter_base(env_dir: str) -> list[str]:
     found: list[str] = []
     homes = []
     try:
