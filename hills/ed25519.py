@@ -107,6 +107,63 @@ _BASE = (15112221349535400772501151409588531511454012693041857206046113283949847
          46827403850823179245072216630277197565144205554125654976674165829533817101731)
 
 
+def _negate(point: Point) -> Point:
+    x, y, z, t = point
+    return (_P - x) % _P, y, z, (_P - t) % _P
+
+
+def _odd_multiples(point: Point) -> tuple[list[Point], list[Point]]:
+    """([1P, 3P, ..., 15P], their negations): the table of a width-5 window."""
+    twice = _double(point)
+    table = [point]
+    for _ in range(7):
+        table.append(_add(table[-1], twice))
+    return table, [_negate(entry) for entry in table]
+
+
+def _naf(scalar: int) -> list[int]:
+    """The width-5 non-adjacent form of `scalar`, lowest digit first: odd
+    digits in -15..15, at least four zeros after each, so a scalar
+    multiplication adds about once in six doublings."""
+    digits = []
+    while scalar:
+        digit = 0
+        if scalar & 1:
+            digit = scalar & 31
+            if digit >= 16:
+                digit -= 32
+            scalar -= digit
+        digits.append(digit)
+        scalar >>= 1
+    return digits
+
+
+_BASE_TABLE: tuple[list[Point], list[Point]] | None = None
+
+
+def _multiply(pairs: list[tuple[int, tuple[list[Point], list[Point]]]]) -> Point:
+    """The sum of scalar * point over `pairs` (scalar, the point's table),
+    in one pass of doublings (Straus, width-5 windows)."""
+    forms = [(_naf(scalar), table) for scalar, table in pairs]
+    result = _IDENTITY
+    for index in range(max(len(digits) for digits, _ in forms) - 1, -1, -1):
+        result = _double(result)
+        for digits, (positive, negative) in forms:
+            digit = digits[index] if index < len(digits) else 0
+            if digit > 0:
+                result = _add(result, positive[digit >> 1])
+            elif digit < 0:
+                result = _add(result, negative[-digit >> 1])
+    return result
+
+
+def _base_table() -> tuple[list[Point], list[Point]]:
+    global _BASE_TABLE
+    if _BASE_TABLE is None:
+        _BASE_TABLE = _odd_multiples(_BASE)
+    return _BASE_TABLE
+
+
 def verify(public: bytes, message: bytes, signature: bytes) -> bool:
     """Whether `signature` is `public`'s Ed25519 signature of `message`
     (RFC 8032 section 5.1.7, with s < L and canonical encodings required)."""
@@ -120,17 +177,8 @@ def verify(public: bytes, message: bytes, signature: bytes) -> bool:
     if s >= _L:
         return False
     k = int.from_bytes(sha512(r_bytes + public + message).digest(), "little") % _L
-    # [s]B - [k]A, both scalars in one pass (Straus), compared with R as bytes.
-    x, y, z, t = point
-    negated = ((_P - x) % _P, y, z, (_P - t) % _P)
-    both = _add(_BASE, negated)
-    table = (_IDENTITY, negated, _BASE, both)
-    result = _IDENTITY
-    for bit in range(max(s.bit_length(), k.bit_length()) - 1, -1, -1):
-        result = _double(result)
-        pick = ((s >> bit) & 1) << 1 | ((k >> bit) & 1)
-        if pick:
-            result = _add(result, table[pick])
+    # [s]B + [k](-A), compared with R as bytes.
+    result = _multiply([(s, _base_table()), (k, _odd_multiples(_negate(point)))])
     return _encode(result) == r_bytes
 
 
@@ -140,13 +188,7 @@ def public_from_seed(seed: bytes) -> bytes:
     scalar = int.from_bytes(digest[:32], "little")
     scalar &= (1 << 254) - 8
     scalar |= 1 << 254
-    result, addend = _IDENTITY, _BASE
-    while scalar:
-        if scalar & 1:
-            result = _add(result, addend)
-        addend = _double(addend)
-        scalar >>= 1
-    return _encode(result)
+    return _encode(_multiply([(scalar, _base_table())]))
 
 
 # --- OpenSSH wire forms -------------------------------------------------
