@@ -4,8 +4,8 @@ SHA256 fingerprint, and SSHSIG (OpenSSH's PROTOCOL.sshsig).
 
 Checking needs no secret, so plain integer arithmetic is safe here, and it
 costs about 2 ms where importing `cryptography` costs 20 to 45: `hills
-verify` and the readers of a log check with this module. Signing and key
-creation need `cryptography` (`hills.signer`).
+verify` and the readers of a log check with this module. Signing goes
+through `cryptography` (`hills.trust.Keys`).
 """
 
 from __future__ import annotations
