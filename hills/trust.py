@@ -194,14 +194,16 @@ def parse_line(line: str) -> Signer | None:
     rest = rest.strip()
     # Options come before the key type; hills writes only namespaces="...".
     while rest and not rest.startswith(ed25519.KEY_TYPE + " "):
-        match = re.match(r'[A-Za-z-]+(="[^"]*")?\s+', rest)
+        if rest.split()[0].startswith(("ssh-", "ecdsa-", "sk-")):
+            return None  # another key type: OpenSSH may use it, hills cannot
+        match = re.match(r'([A-Za-z-]+)(="[^"]*")?\s+', rest)
         if match is None:
-            if rest.split()[0].startswith(("ssh-", "ecdsa-", "sk-")):
-                return None  # another key type: OpenSSH may use it, hills cannot
             raise ValueError("expected options and then 'ssh-ed25519 AAAA...'")
-        options = match.group(0)
-        if options.startswith("namespaces=") and NAMESPACE not in options.split("=", 1)[1].strip().strip('"').split(","):
+        option, value = match.group(1).lower(), (match.group(2) or "=").strip('="')
+        if option == "namespaces" and NAMESPACE not in value.split(","):
             return None  # a key trusted for other namespaces only
+        if option == "cert-authority":
+            return None  # a CA signs certificates, which hills does not read
         rest = rest[match.end():]
     return Signer(name, ed25519.parse_public(rest))
 

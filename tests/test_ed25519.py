@@ -262,12 +262,17 @@ def test_allowed_signers_lines_hills_did_not_write_are_kept(hermetic):
     hermetic.hills_home.mkdir()
     path = hermetic.hills_home / "allowed_signers"
     other = ed25519.public_line(bytes.fromhex(RFC8032[1][1]))
-    path.write_text(f"# kept\nmail@example.org namespaces=\"git\" {other}\nbroken line\n")
+    path.write_text(f"# kept\nmail@example.org namespaces=\"git\" {other}\nbroken line\n"
+                    "rsa@example.org ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ\n"
+                    f"ca@example.org cert-authority namespaces=\"hills-report\" {other}\n"
+                    f'both@example.org namespaces="git,hills-report" {other}\n')
     hills("trust", "add", "lab-1", LINE)
     text = path.read_text()
-    assert text.startswith("# kept\nmail@example.org") and "broken line" in text
-    assert [signer.name for signer in trust.trusted()] == ["lab-1"]  # git-only key: not for reports
-    assert "line 3" in hills("trust", "list").err
+    assert text.startswith("# kept\nmail@example.org") and "broken line" in text and "ssh-rsa" in text
+    # The git-only key, the RSA key and the CA are not report signers for hills.
+    assert [signer.name for signer in trust.trusted()] == ["both@example.org", "lab-1"]
+    listed = hills("trust", "list")
+    assert "line 3" in listed.err and "line 4" not in listed.err
 
 
 # ---------------------------------------------------------------- a report across machines
