@@ -103,6 +103,7 @@ def render(report: dict, submission: str) -> None:
     for warning in report.get("warnings", []):
         say(f"  warning      {warning}")
     _render_config(report)
+    _render_isolation(report.get("isolation"))
     if report.get("reason"):
         say(f"  reason       {report['reason']}")
     if report.get("forced"):
@@ -116,6 +117,24 @@ def _render_config(report: dict) -> None:
         say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
                                          for c in report["config"])
             + ("   (* = primary)" if any(c["primary"] for c in report["config"]) else ""))
+
+
+def _render_isolation(isolation: dict | None) -> None:
+    """One line: whether hills started submitted code, and how confined."""
+    if not isolation:
+        return
+    runs = isolation.get("runs", 0)
+    if not runs:
+        text = "submitted code not started by hills"
+    else:
+        by = ", ".join(f"{name} {count}" if count > 1 else name
+                       for name, count in isolation.get("started_by", {}).items())
+        text = (f"submitted code {isolation['submitted_code']}: {runs} run{'s' if runs > 1 else ''}"
+                + (f" ({by})" if by else ""))
+    hits = [f"{hit['cap']} (limit {hit['limit']}, seen {hit['seen']})" for hit in isolation.get("caps_hit", [])]
+    if hits:
+        text += "; cap hit: " + ", ".join(hits)
+    say(f"  isolation    {text}")
 
 
 def __getattr__(name: str) -> object:
