@@ -78,6 +78,7 @@ class Keys:
         """The machine's public key, derived from its private key when first
         asked for (by `cryptography` once loaded, else in plain Python)."""
         if self._public is None and self._seed is not None:
+            self.wait()  # a preload under way is nearly always done by now
             backend = _Backend.loaded
             if backend is not None:
                 self._public = backend.private(self._seed).public_key().public_bytes_raw()
