@@ -495,8 +495,10 @@ hoard = []
 while True:
     hoard.append(b"x" * (64 * 1024 * 1024))
 """)
-    logged = blocked(result, logged, "MemoryError")
+    # The code's own MemoryError is in its output; the reason names the cap.
+    logged = blocked(result, logged, "hit its memory cap")
     assert logged["reason"].startswith("solution.py failed (exit 1)")
+    assert [hit["cap"] for hit in logged["isolation"]["caps_hit"]] == ["memory"]
     assert time.monotonic() - started < 60
     # The machine is fine: the same hill scores the next submission at once.
     again, logged_again = attack(tmp_path / "again", "verdict()\n")
