@@ -1,4 +1,4 @@
-"""SHA-256, HMAC-SHA256 and BLAKE2b from the interpreter's builtin hash
+"""SHA-256, SHA-512, HMAC-SHA256 and BLAKE2b from the interpreter's builtin hash
 modules, for the digests of a command's own path: importing hashlib or
 hmac loads OpenSSL first, which costs every eval several milliseconds."""
 
@@ -6,16 +6,17 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hashlib import blake2b, sha256
+    from hashlib import blake2b, sha256, sha512
     from hmac import compare_digest
 else:
     try:
-        from _sha2 import sha256  # Python 3.12 and later
+        from _sha2 import sha256, sha512  # Python 3.12 and later
     except ImportError:
         try:
             from _sha256 import sha256
-        except ImportError:  # an interpreter built without it
-            from hashlib import sha256
+            from _sha512 import sha512
+        except ImportError:  # an interpreter built without them
+            from hashlib import sha256, sha512
     try:
         from _blake2 import blake2b
     except ImportError:
@@ -26,7 +27,7 @@ else:
     except ImportError:
         from hmac import compare_digest
 
-__all__ = ["blake2b", "compare_digest", "hmac_sha256", "sha256"]
+__all__ = ["blake2b", "compare_digest", "hmac_sha256", "sha256", "sha512"]
 
 _BLOCK = 64  # SHA-256's block size
 _INNER = bytes(byte ^ 0x36 for byte in range(256))

@@ -12,18 +12,7 @@ from __future__ import annotations
 
 import binascii
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hashlib import sha256, sha512
-else:
-    try:
-        from _sha2 import sha256, sha512  # Python 3.12 and later
-    except ImportError:
-        try:
-            from _sha256 import sha256
-            from _sha512 import sha512
-        except ImportError:  # an interpreter built without them
-            from hashlib import sha256, sha512
+from .digests import sha256, sha512
 
 KEY_TYPE = "ssh-ed25519"
 SSHSIG_MAGIC = b"SSHSIG"
