@@ -85,7 +85,8 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
         result["attempts"].append({"seq": entry.get("seq"), "line": index + 1, "report": report})
         items.append((f"seq {entry.get('seq')}", report))
     ranked = rank.rank(items, key, trusted())
-    result["best"] = [{"primary": g["primary"], "source": g["entries"][0]["source"],
+    result["best"] = [{"primary": g["primary"], "params_apart": g["params_apart"],
+                       "source": g["entries"][0]["source"],
                        "report": g["entries"][0]["report"], "candidates": len(g["entries"]),
                        "noise": len(g["entries"]) > 1 and g["entries"][1]["noise"]}
                       for g in ranked["groups"]]
@@ -116,6 +117,8 @@ def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
         emit("best:")
         for best in result["best"]:
             primary = "  ".join(f"{p['name']}={p['value']}" for p in best["primary"]) or "no primary config"
+            if best.get("params_apart"):
+                primary += "; ranked apart: " + rank.apart_text(best["params_apart"])
             emit(f"  [{primary}] {best['source']}: {summary_line(best['report'])} "
                  f"(of {best['candidates']} passing)"
                  + ("; its lead over the runner-up is within the replicate spread: noise" if best["noise"] else ""))

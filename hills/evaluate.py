@@ -1110,6 +1110,7 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
         named = "; ".join(f"{hit['cap']} (limit {hit['limit']}, seen {hit.get('seen')})" for hit in hits)
         reason = f"{reason or runs.status}; submitted code was stopped at its cap: {named}"
     envelope.update(status=runs.status, passed=runs.status == "passing", reason=reason)
+    report_module.judge(envelope, ctx.spec)  # comparability and plausibility (hills-report(5))
     if runs.status != "interrupted" and not req.current:
         _check_locks(plan.hill, expected, cache)
 

@@ -167,6 +167,42 @@ def _param_rule(values: dict[str, Any], at: At) -> None:
         values["default"] = coerce_value(at.name, values, values["default"])
     except UsageError as exc:
         at.child("default").fail(f"a valid default ({exc.message})", values["default"])
+    if values["neutral"] and values["primary"]:
+        at.child("neutral").fail("false for a primary param (a primary param decides which reports compare)",
+                                 values["neutral"])
+
+
+def _metric_rule(values: dict[str, Any], at: At) -> None:
+    """The bounds of a metric are in order; `max_gain` is a gain over
+    `best_known`; `for_params` scopes bounds."""
+    floor, ceiling, best = values.get("floor"), values.get("ceiling"), values.get("best_known")
+    if floor is not None and ceiling is not None and floor > ceiling:
+        at.child("floor").fail(f"a value not above ceiling ({ceiling})", floor)
+    if best is not None and floor is not None and best < floor:
+        at.child("best_known").fail(f"a value not below floor ({floor})", best)
+    if best is not None and ceiling is not None and best > ceiling:
+        at.child("best_known").fail(f"a value not above ceiling ({ceiling})", best)
+    if best is None and "max_gain" in values:
+        at.child("max_gain").fail("best_known beside it (max_gain is the largest gain over best_known "
+                                  "that is plausible)", values["max_gain"])
+    if "for_params" in values and floor is None and ceiling is None and best is None:
+        at.child("for_params").fail("floor, ceiling or best_known beside it (for_params says when they hold)",
+                                    values["for_params"])
+
+
+def _bounds_rule(values: dict[str, Any], at: At) -> None:
+    """Each `for_params` of a metric names params of the hill, with values
+    they may take."""
+    params = values["params"]
+    for index, metric in enumerate(values["metrics"]):
+        scope = at.child("metrics").item(index).child("for_params")
+        for name, value in metric.get("for_params", {}).items():
+            if name not in params:
+                scope.fail(f"one of the hill's params ({', '.join(params) or 'none declared'})", name)
+            try:
+                metric["for_params"][name] = coerce_value(name, params[name], value)
+            except UsageError as exc:
+                scope.child(name).fail(f"a valid value ({exc.message})", value)
 
 
 def _manifest_rule(values: dict[str, Any], at: At) -> None:
@@ -177,6 +213,7 @@ def _manifest_rule(values: dict[str, Any], at: At) -> None:
         if command:
             at.child("metrics").missing("a list of {name, direction} for a command evaluator")
         values["metrics"] = []
+    _bounds_rule(values, at)
     if command and len(values["metrics"]) != 1:
         at.child("metrics").fail("exactly one {name, direction} for a command evaluator (its result is one score)",
                                  values["metrics"])
@@ -199,8 +236,16 @@ PARAM_KEYS = Table("a mapping with type and default", (
         doc="""The value used when `-p` does not set the param; it is checked like any
 other value, type and bounds included."""),
     Key("primary", _BOOLEAN, kind="boolean", default=False,
-        doc="""Whether the param decides which reports compare: reports rank together
-only when their primary config values are equal (see hills-rank(1))."""),
+        doc="""Whether the param is primary config: a command evaluator's reports mark it
+so in `config`, and hills-describe(1) and hills-rank(1) show it. Primary or
+not, every param that is not `neutral` decides which reports compare."""),
+    Key("neutral", _BOOLEAN, kind="boolean", default=False,
+        doc="""Whether the param leaves the score alone, such as a seed or a thread
+count: reports then rank together whatever its value. Every other param is
+part of comparability: a report whose value differs from the default ranks
+only with reports that used the same value (see hills-rank(1)), so a
+climber cannot buy score by loosening a param. A primary param cannot be
+neutral."""),
     Key("low", anything, kind="number", note="int and float only",
         doc="The smallest value allowed; an integer for an `int` param."),
     Key("high", anything, kind="number", note="int and float only",
@@ -211,11 +256,38 @@ only when their primary config values are equal (see hills-rank(1))."""),
         doc="What the param means, shown by hills-describe(1)."),
 ), rule=_param_rule)
 
+_BOUND = scalar("a finite number", is_number)
+
 METRIC_KEYS = Table("a mapping with name and direction", (
-    Key("name", scalar("a non-empty string", _text), default=None),
-    Key("direction", one_of("max", "min"), default=None),
-    Key("description", _STRING, absent=empty),
-))
+    Key("name", scalar("a non-empty string", _text), kind="string", default=None, note="required",
+        doc="The metric's name, as the evaluator reports it."),
+    Key("direction", one_of("max", "min"), kind="string", default=None, note="required",
+        doc="`max` when higher is better, `min` when lower is."),
+    Key("description", _STRING, kind="string", absent=empty, doc="What the metric measures."),
+    Key("floor", _BOUND, kind="number",
+        doc="""A hard lower limit no honest result goes below, such as a physical
+limit: a passing result below it is `implausible`."""),
+    Key("ceiling", _BOUND, kind="number",
+        doc="""A hard upper limit no honest result goes above, such as a theoretical
+optimum: a passing result above it is `implausible`. Not below `floor`."""),
+    Key("best_known", _BOUND, kind="number",
+        doc="""The best value known for the task, such as a published record, between
+`floor` and `ceiling`: a passing result better than it (above for `max`,
+below for `min`) by more than `max_gain` is `implausible`."""),
+    Key("max_gain", scalar("a finite number >= 0", lambda value: is_number(value) and value >= 0),
+        kind="number", note="default 0, with best_known only",
+        doc="""How far beyond `best_known` a result may go and still be plausible: room
+for rounding in `best_known` and for slack the scoring allows. 0 when left
+out: a result must not beat the best known at all."""),
+    Key("for_params", scalar("a non-empty mapping of param name to value",
+                             lambda value: isinstance(value, dict) and bool(value)),
+        kind="mapping", note="default every evaluation",
+        doc="""When the bounds hold, for bounds that depend on a param (the best known
+sum for 26 circles is not that for 27): a mapping of param names to
+values; the bounds apply only to evaluations run with those values, and
+other evaluations are not judged against them. Each name is a param of
+the hill and each value one it may take."""),
+), rule=_metric_rule)
 
 BLOBS_KEYS = Table("a mapping with track and threshold", (
     Key("track", scalar("a list of glob patterns",
@@ -319,7 +391,8 @@ after it is killed, with every process it started, and reported `buggy`."""),
     Key("metrics", ListOf("a list of {name, direction}", METRIC_KEYS), kind="list", absent=null,
         note="required for command shape",
         doc="""The hill's metrics in ranking order: each a mapping with `name`,
-`direction` (`max` or `min`) and an optional `description`. A command
+`direction` (`max` or `min`), an optional `description` and optional
+plausibility bounds (see METRICS below). A command
 evaluator declares exactly one, the name and direction of its score. For a
 function evaluator the list is optional; when given, every result must
 report exactly these metrics, in this order and with these directions, or
@@ -396,9 +469,10 @@ sixteenth of it (one allocation far past the cap leaves no such trace)."""),
 
 
 def key_docs(table: Table = KEYS) -> dict[str, tuple[str, str]]:
-    """The keys of hill.yaml (or of one param, `table=PARAM_KEYS`) in order,
-    each with its manual label ("integer, required") and documentation: the
-    KEYS and PARAMS sections of hill.yaml(5)."""
+    """The keys of hill.yaml (or of one param, `table=PARAM_KEYS`, or one
+    metric, `table=METRIC_KEYS`) in order, each with its manual label
+    ("integer, required") and documentation: the KEYS, PARAMS and METRICS
+    sections of hill.yaml(5)."""
     return docs(table)
 
 

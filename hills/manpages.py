@@ -361,7 +361,8 @@ def blocks(page: str) -> dict[str, str]:
         return _main_blocks("git hill")
     if page == "hill.yaml.5":
         return {"keys": _definitions(manifest.key_docs()),
-                "params": _definitions(manifest.key_docs(manifest.PARAM_KEYS))}
+                "params": _definitions(manifest.key_docs(manifest.PARAM_KEYS)),
+                "metrics": _definitions(manifest.key_docs(manifest.METRIC_KEYS))}
     match = re.fullmatch(r"hills-([a-z0-9-]+)\.1", page)
     if match and match.group(1) in verbs():
         return _verb_blocks(match.group(1))

@@ -1,5 +1,6 @@
-"""Ranking reports: verify, group by hill tree and primary config, sort
-lexicographically by metrics in their own directions."""
+"""Ranking reports: verify, group by hill tree, primary config and params
+(all but the neutral ones), sort lexicographically by metrics in their own
+directions."""
 
 from __future__ import annotations
 
@@ -15,14 +16,48 @@ if TYPE_CHECKING:
 
     from .trust import Keys, Signer
 
+    GroupKey = tuple[Any, Any, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+
 
 def primary_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple((c["name"], json.dumps(c.get("value"), sort_keys=True))
                  for c in report.get("config", []) if c.get("primary"))
 
 
-def group_key(report: dict[str, Any]) -> tuple[Any, Any, tuple[tuple[str, str], ...]]:
-    return (report.get("hill"), report.get("tree_hash"), primary_tuple(report))
+def param_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The param values that decide comparability: every param but those the
+    hill declares neutral, so that a loosened param never ranks beside the
+    default (a report that names no neutral params has none)."""
+    params = report.get("params") if isinstance(report.get("params"), dict) else {}
+    neutral = report.get("neutral_params") if isinstance(report.get("neutral_params"), list) else []
+    return tuple(sorted((name, json.dumps(value, sort_keys=True))
+                        for name, value in params.items() if name not in neutral))
+
+
+def group_key(report: dict[str, Any]) -> GroupKey:
+    return (report.get("hill"), report.get("tree_hash"), primary_tuple(report), param_tuple(report))
+
+
+def params_apart(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The params by which a report ranks apart from the hill's defaults:
+    `{name, value, default}` for each param, not neutral, whose value is not
+    its default; every such param, default null, when the report names no
+    defaults (one made before reports carried them)."""
+    defaults = report.get("param_defaults")
+    apart = []
+    for name, value_text in param_tuple(report):
+        default = defaults.get(name) if isinstance(defaults, dict) else None
+        if isinstance(defaults, dict) and name in defaults and json.dumps(default, sort_keys=True) == value_text:
+            continue
+        apart.append({"name": name, "value": json.loads(value_text), "default": default})
+    return apart
+
+
+def apart_text(apart: Sequence[dict[str, Any]]) -> str:
+    """`params_apart` for a person: `tolerance=0.001 (default 1e-09)`."""
+    return "  ".join(f"{p['name']}={p['value']} "
+                     + (f"(default {p['default']})" if p["default"] is not None else "(default not recorded)")
+                     for p in apart)
 
 
 def sort_key(report: dict[str, Any], order: Sequence[tuple[str, str]]) -> list[tuple[int, float]]:
@@ -46,7 +81,7 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
     Only reports with a valid signature, official and passing are ranked;
     everything else is listed apart with the reason.
     """
-    groups: dict[tuple[Any, Any, tuple[tuple[str, str], ...]], list[tuple[str, dict[str, Any]]]] = {}
+    groups: dict[GroupKey, list[tuple[str, dict[str, Any]]]] = {}
     apart = []
     items = list(items)
     if len(items) > 8:
@@ -68,14 +103,17 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
             continue
         groups.setdefault(group_key(report), []).append((source, report))
     ranked = []
-    for (hill, tree_hash, primary), members in groups.items():
+    for (hill, tree_hash, primary, _params), members in groups.items():
         order = [(m["name"], m["direction"]) for m in members[0][1].get("metrics", [])]
         members.sort(key=lambda item: sort_key(item[1], order))
         ranked.append({"hill": hill, "tree_hash": tree_hash,
                        "primary": [{"name": n, "value": json.loads(v)} for n, v in primary],
+                       "params_apart": params_apart(members[0][1]),
                        "metric_order": [{"name": n, "direction": d} for n, d in order],
                        "entries": _entries(members, order)})
-    ranked.sort(key=lambda g: (g["hill"] or "", g["tree_hash"] or "", json.dumps(g["primary"])))
+    # The hill's defaults first: the groups with other params are the exceptions.
+    ranked.sort(key=lambda g: (g["hill"] or "", g["tree_hash"] or "", json.dumps(g["primary"]),
+                               bool(g["params_apart"]), json.dumps(g["params_apart"], sort_keys=True)))
     return {"groups": ranked, "apart": apart}
 
 

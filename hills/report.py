@@ -11,7 +11,7 @@ from . import __version__
 from .digests import sha256
 
 REPORT_VERSION = 1
-STATUSES = ("passing", "failing", "buggy", "refused", "interrupted")
+STATUSES = ("passing", "failing", "buggy", "refused", "interrupted", "implausible")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,6 +120,47 @@ def _check_declared(metrics: Sequence[Mapping[str, Any]], declared: Sequence[Map
         raise Malformed(f"the result has {len(metrics)} metric(s), but hill.yaml declares {len(declared)} ({names})")
 
 
+def judge(envelope: dict[str, Any], spec: Mapping[str, Any]) -> None:
+    """What hill.yaml adds to a scored report: each param's default and the
+    neutral ones, so that a report with other values ranks apart
+    (hills-rank(1)); and status `implausible` for a passing result outside
+    its metrics' bounds."""
+    declared = spec.get("params") or {}
+    envelope["param_defaults"] = {name: param["default"] for name, param in declared.items()}
+    envelope["neutral_params"] = sorted(name for name, param in declared.items() if param.get("neutral"))
+    if envelope.get("status") != "passing":
+        return
+    reason = implausibility(envelope.get("metrics") or [], spec.get("metrics") or [], envelope.get("params") or {})
+    if reason is not None:
+        envelope.update(status="implausible", passed=False, reason=reason)
+
+
+def implausibility(metrics: Sequence[Mapping[str, Any]], declared: Sequence[Mapping[str, Any]],
+                   params: Mapping[str, Any]) -> str | None:
+    """Why a result is implausible: the first metric past a bound hill.yaml
+    declares for it (for these params), or None."""
+    values = {metric["name"]: metric["value"] for metric in metrics}
+    for index, bounds in enumerate(declared):
+        scope = bounds.get("for_params") or {}
+        value = values.get(bounds["name"])
+        if value is None or any(params.get(name) != wanted for name, wanted in scope.items()):
+            continue
+        where = f"hill.yaml metrics[{index}]" + (" for " + ", ".join(f"{k}={v}" for k, v in scope.items())
+                                                 if scope else "")
+        shown = f"{bounds['name']} {value:.10g}"
+        if "floor" in bounds and value < bounds["floor"]:
+            return f"{shown} is below its floor {bounds['floor']!r} ({where})"
+        if "ceiling" in bounds and value > bounds["ceiling"]:
+            return f"{shown} is above its ceiling {bounds['ceiling']!r} ({where})"
+        if "best_known" in bounds:
+            best, allowed = bounds["best_known"], bounds.get("max_gain", 0)
+            gain = value - best if bounds["direction"] == "max" else best - value
+            if gain > allowed:
+                return (f"{shown} beats best_known {best!r} by {gain:.3g}, more than max_gain {allowed!r} "
+                        f"({where})")
+    return None
+
+
 def _check_json_finite(value: object, where: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise Malformed(f"{where} must be finite, got {value}")
@@ -204,6 +245,7 @@ def summary_line(report: Mapping[str, Any]) -> str:
     metrics = "  ".join(shown)
     status = report.get("status")
     # A signed object's status may be any JSON value, a list or an object too.
-    verdict = {"passing": "PASSED", "failing": "FAILED", "buggy": "BUGGY",
-               "refused": "REFUSED", "interrupted": "INTERRUPTED"}.get(status, "?") if isinstance(status, str) else "?"
+    verdict = {"passing": "PASSED", "failing": "FAILED", "buggy": "BUGGY", "refused": "REFUSED",
+               "interrupted": "INTERRUPTED", "implausible": "IMPLAUSIBLE"}.get(status, "?") \
+        if isinstance(status, str) else "?"
     return f"{verdict:<8} {metrics}".rstrip()

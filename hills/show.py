@@ -3,6 +3,7 @@ their spread, the report block worst segment first, and the instances."""
 
 from __future__ import annotations
 
+from .rank import apart_text, params_apart
 from .report import subject_line, summary_line
 
 TYPE_CHECKING = False
@@ -64,6 +65,9 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
         emit(f"  git          {lineage.get('ref')}{' (dirty)' if lineage.get('dirty') else ''}")
     if report.get("params"):
         emit("  params       " + "  ".join(f"{k}={_number(v)}" for k, v in report["params"].items()))
+        apart = params_apart(report) if isinstance(report.get("param_defaults"), dict) else []
+        if apart:
+            emit(f"  ranks apart  {apart_text(apart)}: only with reports that used the same values")
     if report.get("trial"):
         emit("  trial        " + "  ".join(f"{k}={_number(v)}" for k, v in report["trial"].items()))
     for warning in report.get("warnings") or []:

@@ -192,7 +192,7 @@ def test_wheel_installs_every_page():
 
 def test_section_5_pages_cover_every_manifest_key() -> None:
     page = manpages.pages()["hill.yaml.5"]
-    for table in (manifest.KEYS, manifest.PARAM_KEYS):
+    for table in (manifest.KEYS, manifest.PARAM_KEYS, manifest.METRIC_KEYS):
         for name, (label, _doc) in manifest.key_docs(table).items():
             assert f"\\fB{name}\\fP ({label})" in page, name
 
@@ -221,6 +221,8 @@ def test_report_page_documents_every_envelope_field():
     source = Path(evaluate.__file__).read_text(encoding="utf-8")
     fields = _assigned_keys(source, "envelope")
     fields |= _assigned_keys(Path(report.__file__).read_text(encoding="utf-8"), "core")
+    # What hill.yaml adds to a scored report (report.judge).
+    fields |= _assigned_keys(Path(report.__file__).read_text(encoding="utf-8"), "envelope")
     # The cores of command verifiers, and what replicates add when combined.
     fields |= _assigned_keys(Path(command.__file__).read_text(encoding="utf-8"), "core")
     fields |= _assigned_keys(Path(replicates.__file__).read_text(encoding="utf-8"), "combined")

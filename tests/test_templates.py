@@ -76,9 +76,11 @@ def test_template_manifest_is_valid(tmp_path, template):
 def test_circle_packing_params():
     text = (TEMPLATES_DIR / "circle-packing" / "hill.yaml").read_text().replace("{{name}}", "circle-packing")
     params = manifest.parse_text(text, "hill.yaml", "circle-packing")["params"]
-    assert params["n"] == {"type": "int", "default": 26, "primary": True, "low": 1, "high": 100,
+    assert params["n"] == {"type": "int", "default": 26, "primary": True, "neutral": False, "low": 1, "high": 100,
                            "description": params["n"]["description"]}
     assert params["tolerance"]["default"] == 1e-9 and params["tolerance"]["primary"] is False
+    # A loosened tolerance buys score: it decides which reports compare.
+    assert params["tolerance"]["neutral"] is False
 
 
 @pytest.mark.parametrize("template, example", [("circle-packing", "grid"), ("default", "basic")])

@@ -14,9 +14,10 @@ from .output import emit, emit_json
 def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> int:
     """Rank report files (or a hill's logged reports) within comparable groups.
 
-    Verifies each report, groups by hill tree hash and primary config, and
-    sorts lexicographically by the metrics, each in its own direction.
-    INVALID, unofficial and non-passing reports are listed apart, never ranked.
+    Verifies each report, groups by hill tree hash, primary config and params
+    (all but those the hill declares neutral), and sorts lexicographically by
+    the metrics, each in its own direction. INVALID, unofficial and
+    non-passing reports (implausible ones too) are listed apart, never ranked.
     """
     from .. import attempts, rank, signing
 
@@ -46,11 +47,14 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
 
 def render(result: dict) -> None:
     """Each comparable group, its entries in order; then those not ranked."""
+    from ..rank import apart_text
     from ..report import summary_line
 
     for group in result["groups"]:
         primary = "  ".join(f"{p['name']}={p['value']}" for p in group["primary"]) or "no primary config"
         emit(f"{group['hill']} @ {(group['tree_hash'] or '')[:12]}  [{primary}]")
+        if group["params_apart"]:
+            emit(f"  ranked apart: params other than the hill's defaults: {apart_text(group['params_apart'])}")
         for entry in group["entries"]:
             report = entry["report"]
             noise = "  (within noise of the one above)" if entry["noise"] else ""
