@@ -50,7 +50,7 @@ def render(described: dict) -> None:
         emit("(declared by the evaluator in each report; ranked in the order given)")
     for metric in described["metrics"]:
         emit(f"- {metric['name']}: {'higher' if metric['direction'] == 'max' else 'lower'} is better "
-             f"({metric['direction']})")
+             f"({metric['direction']})" + _bounds_text(metric))
     emit()
     emit("## Task")
     emit(described["readme"].rstrip())
@@ -62,6 +62,21 @@ def _param_line(param_name: str, param: dict) -> str:
         bounds = f" in [{param.get('low', '-inf')}, {param.get('high', 'inf')}]"
     if "choices" in param:
         bounds = " one of " + ", ".join(map(str, param["choices"]))
-    return (f"- {param_name}: {param['type']}{bounds}, default {param['default']}"
-            + (" (primary: reports compare only with equal values)" if param["primary"] else "")
+    if param.get("neutral"):
+        compared = " (neutral: reports compare whatever its value)"
+    else:
+        compared = f" ({'primary: ' if param['primary'] else ''}reports compare only with equal values)"
+    return (f"- {param_name}: {param['type']}{bounds}, default {param['default']}" + compared
             + (f": {param['description']}" if param.get("description") else ""))
+
+
+def _bounds_text(metric: dict) -> str:
+    """`; implausible below 0, above 10, or beyond best known 2.6 by more than 1e-06 (for n=26)`."""
+    parts = [f"{word} {metric[key]}" for key, word in (("floor", "below"), ("ceiling", "above")) if key in metric]
+    if "best_known" in metric:
+        parts.append(f"beyond best known {metric['best_known']} by more than {metric.get('max_gain', 0)}")
+    if not parts:
+        return ""
+    scope = metric.get("for_params") or {}
+    return ("; implausible " + ", ".join(parts)
+            + (" (for " + ", ".join(f"{k}={v}" for k, v in scope.items()) + ")" if scope else ""))
