@@ -1,10 +1,12 @@
 """`hills attempts`: a hill version's history, its best reports, and the
-state of its chained log, cross-checked against the notes in the hill."""
+state of its chained log, cross-checked against the notes in the hill; an
+eval whose `started` entry has no outcome is running or abandoned."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 from . import chain, evaluate, rank, state
 from .report import summary_line
@@ -15,6 +17,102 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .hill import Hill
+
+# How long past its watchdog's limit (the started entry's `timeout_s`) an
+# eval with no outcome may still be finishing: copying, signing, a busy machine.
+ABANDON_MARGIN_S = 60
+
+
+def _started_at(started: dict[str, Any]) -> float | None:
+    import calendar
+
+    try:
+        return calendar.timegm(time.strptime(str(started.get("timestamp")), "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return None
+
+
+def _run_in_use(started: dict[str, Any]) -> bool | None:
+    """Whether the eval's run folder is still locked by its eval (held from
+    before the started entry to after the outcome line, and let go when its
+    process dies, kill -9 included); None when the folder is gone."""
+    import fcntl
+
+    run_id, hill = started.get("run_id"), started.get("hill")
+    if not (isinstance(run_id, str) and isinstance(hill, str) and run_id.replace("-", "").isalnum()
+            and hill and "/" not in hill and not hill.startswith(".")):
+        return None
+    try:
+        fd = os.open(os.path.join(state.runs_dir(hill), run_id, ".in-use"), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return False
+
+
+def still_running(started: dict[str, Any], now: float | None = None) -> bool:
+    """Whether the hills process that wrote a `started` entry may still log
+    its outcome: the entry is younger than its watchdog's limit plus a
+    margin and, on this machine, the eval still holds its run folder's lock
+    (or, with the folder gone, its process lives: the same pid and start
+    time, not a zombie). From another machine only the age tells."""
+    began = _started_at(started)
+    limit = started.get("timeout_s")
+    limit = limit if isinstance(limit, (int, float)) and not isinstance(limit, bool) else 0
+    now = time.time() if now is None else now
+    if began is None or now - began > limit + ABANDON_MARGIN_S:
+        return False
+    if started.get("host") != os.uname().nodename:
+        return True
+    in_use = _run_in_use(started)
+    if in_use is not None:
+        return in_use
+    pid = started.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    found = evaluate.process_start(pid)
+    if found is None:
+        return False
+    process_state, began_ticks = found
+    return process_state not in ("Z", "X") and started.get("pid_start") in (None, began_ticks)
+
+
+def _without_outcome(entries: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(line index, entry) of each `started` entry that no outcome line
+    names, by its run id or by the outcome's `start`."""
+    run_ids, seqs = set(), set()
+    for entry in entries:
+        report = entry.get("report")
+        if isinstance(report, dict):
+            run_ids.add(report.get("run_id"))
+            start = entry.get("start")
+            if isinstance(start, dict):
+                seqs.add(start.get("seq"))
+    found = []
+    for index, entry in enumerate(entries):
+        started = entry.get("started")
+        if isinstance(started, dict) and entry.get("seq") not in seqs \
+                and (started.get("run_id") is None or started.get("run_id") not in run_ids):
+            found.append((index, entry))
+    return found
+
+
+def unfinished(entries: list[dict[str, Any]], now: float | None = None) -> list[dict[str, Any]]:
+    """The evals of a log whose `started` entry has no outcome: [{seq, line,
+    run_id, status, started}], status `running` while its hills process may
+    still log the outcome, else `abandoned` (killed, or its machine went
+    down)."""
+    return [{"seq": entry.get("seq"), "line": index + 1, "run_id": entry["started"].get("run_id"),
+             "status": "running" if still_running(entry["started"], now) else "abandoned",
+             "started": entry["started"]}
+            for index, entry in _without_outcome(entries)]
 
 
 def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
@@ -61,7 +159,7 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
     key = machine_keys()
     tree_hash, path = _log_path(hill, current, tree_hash)
     result: dict[str, Any] = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
-              "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
+              "unfinished": [], "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
     if path is None:
         return result
     verdict = chain.verify(path, key)
@@ -78,7 +176,16 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
                 break_line = by_notes.break_line
     result["chain"] = {"ok": not problems, "count": verdict.count, "problems": problems, "break_line": break_line}
     items: list[tuple[str, dict[str, Any]]] = []
-    for index, entry in enumerate(chain.read(path) if os.path.exists(path) else []):
+    entries = chain.read(path) if os.path.exists(path) else []
+    # A started entry is not a report: it shows only while no outcome names it.
+    result["unfinished"] = unfinished(entries)
+    if any(row["status"] == "abandoned" for row in result["unfinished"]):
+        # An eval lets go of its run folder once its outcome is logged: read
+        # again, so one that finished meanwhile is not called abandoned.
+        entries = chain.read(path)
+        still = {entry.get("seq") for _, entry in _without_outcome(entries)}
+        result["unfinished"] = [row for row in result["unfinished"] if row["seq"] in still]
+    for index, entry in enumerate(entries):
         report = entry.get("report")
         if not isinstance(report, dict):
             continue
@@ -102,17 +209,36 @@ def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
             for entry in chain.read(path) if isinstance(entry.get("report"), dict)]
 
 
+def _attempt_row(attempt: dict[str, Any]) -> str:
+    report = attempt["report"]
+    flags = "" if report.get("official") else "  (unofficial)"
+    reason = f"  - {report['reason']}" if report.get("reason") and report.get("status") != "passing" else ""
+    return (f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?'):<20}  "
+            f"{(report.get('submission_hash') or '-')[:19]:<19}  {summary_line(report)}{flags}{reason}")
+
+
+def _unfinished_row(row: dict[str, Any]) -> str:
+    started = row["started"]
+    final = " (--final: counts toward the holdout budget)" if started.get("final") is True else ""
+    where = f"pid {started.get('pid')} on {started.get('host')}"
+    said = (f"ABANDONED{final}  - started by {where}, which ended without logging an outcome (killed?)"
+            if row["status"] == "abandoned" else f"RUNNING{final}  - {where} has not logged its outcome yet")
+    return (f"  {row['seq']!s:>4}  {str(started.get('timestamp', '?')):<20}  "
+            f"{str(started.get('submission_hash') or '-')[:19]:<19}  {said}")
+
+
 def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
     tree = (result["tree_hash"] or "working tree")[:12]
-    emit(f"{result['hill']} @ {tree}: {len(result['attempts'])} attempt(s)")
-    if result["attempts"]:
+    unfinished_rows = result.get("unfinished", [])
+    abandoned = sum(1 for row in unfinished_rows if row["status"] == "abandoned")
+    emit(f"{result['hill']} @ {tree}: {len(result['attempts']) + len(unfinished_rows)} attempt(s)"
+         + (f", {abandoned} abandoned" if abandoned else ""))
+    if result["attempts"] or unfinished_rows:
         emit(f"  {'SEQ':>4}  {'TIMESTAMP':<20}  {'SUBMISSION':<19}  RESULT")
-    for attempt in result["attempts"]:
-        report = attempt["report"]
-        flags = "" if report.get("official") else "  (unofficial)"
-        reason = f"  - {report['reason']}" if report.get("reason") and report.get("status") != "passing" else ""
-        emit(f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?'):<20}  "
-             f"{(report.get('submission_hash') or '-')[:19]:<19}  {summary_line(report)}{flags}{reason}")
+    rows = [(attempt["line"], _attempt_row(attempt)) for attempt in result["attempts"]]
+    rows += [(row["line"], _unfinished_row(row)) for row in unfinished_rows]
+    for _, row in sorted(rows, key=lambda pair: pair[0]):
+        emit(row)
     if result["best"]:
         emit("best:")
         for best in result["best"]:

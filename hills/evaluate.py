@@ -394,18 +394,34 @@ def attempts_path(name: str, tree_hash: str | None, hill_path: str | None = None
     return os.path.join(state.state_dir(name, tree_hash, hill_path), "attempts.jsonl")
 
 
-def final_count(name, tree_hash, key):
+def spends_holdout(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry of an attempts log spends a look at the holdout: the
+    `started` entry of a --final eval, whether an outcome followed it or
+    not (a killed eval spends its look). An outcome line names its started
+    entry, or null when the eval stopped before anything ran (`start`), and
+    adds nothing, so each eval counts once. A --final outcome from before
+    started entries counts unless it was refused."""
+    started = entry.get("started")
+    if isinstance(started, dict):
+        return started.get("final") is True
+    if "start" in entry:
+        return False
+    report = entry.get("report")
+    return isinstance(report, dict) and bool(report.get("final")) and report.get("status") != "refused"
+
+
+def final_count(name: str, tree_hash: str, key: Keys) -> int:
     """Holdout evals already spent on a version, official or not (a look at
-    the holdout is a look); refusals are not counted. The log must verify:
+    the holdout is a look): each eval whose `started` entry is logged, so
+    one killed while its evaluator ran too; refusals before anything ran
+    are not counted. The log must verify:
     a log cut short must not hand the budget back. A sealed counter beside
     the log (`final-count.json`, written under the budget lock the caller
     holds) keeps the count up to a line, so only the lines after it are
     read; without it the whole log is counted again, to the same number."""
     counter = os.path.join(state.state_dir(name, tree_hash), "final-count.json")
     try:
-        return chain.tally(attempts_path(name, tree_hash), key, counter,
-                           lambda entry: bool(entry.get("report", {}).get("final"))
-                           and entry.get("report", {}).get("status") != "refused")
+        return chain.tally(attempts_path(name, tree_hash), key, counter, spends_holdout)
     except Refused as exc:
         raise NotScored(f"the attempts log of hill '{name}' at tree {tree_hash[:12]} is broken "
                         f"({exc.message}): its holdout evals cannot be counted",
@@ -1041,52 +1057,101 @@ def _guard_budget(plan: EvalPlan, run_dir: str) -> None:
                              "a new committed version starts a new budget")
 
 
+def process_start(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks after boot) of process
+    `pid`, from /proc; None where it has no entry there. The start time
+    tells a process from a later one given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode("ascii", "replace"), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class _Start:
+    """The `started` entry of a logged eval, appended once, just before
+    its first process (the solution phase or the evaluator) starts, the
+    refusals of the hill and the submission behind it: an eval killed from
+    then on (kill -9 after reading a holdout score) is in the log, and
+    counts toward the holdout budget. `link` ({seq, mac}) is what the
+    outcome line names."""
+
+    __slots__ = ("plan", "envelope", "link")
+
+    def __init__(self, plan: EvalPlan, envelope: Report) -> None:
+        self.plan, self.envelope = plan, envelope
+        self.link: dict[str, Any] | None = None
+
+    def __call__(self, ctx: EvalContext) -> None:
+        if self.link is not None:
+            return
+        plan, envelope, spec = self.plan, self.envelope, ctx.spec
+        pid = os.getpid()
+        own = process_start(pid)
+        # The longest the watchdog lets the run take: past it (and a margin)
+        # an entry with no outcome is abandoned, on any machine.
+        runs = ctx.repeat * (2 if spec["solution"] else 1) + (1 if spec["unit_tests"] else 0)
+        record = {"run_id": envelope["run_id"], "hill": plan.hill.name, "tree_hash": envelope["tree_hash"],
+                  "final": envelope["final"], "submission_hash": envelope["submission_hash"],
+                  "timestamp": report_module.timestamp(), "pid": pid, "host": os.uname().nodename,
+                  "pid_start": own[1] if own else None, "timeout_s": spec["timeout"] * runs}
+        path = attempts_path(plan.hill.name, plan.log_tree, plan.hill.path)
+        entry = chain.append(path, {"started": signing.clean_text(record)}, plan.key)
+        self.link = {"seq": entry["seq"], "mac": entry["mac"]}
+
+
 def _run_logged(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> Outcome:
     """Run the pipeline and log its report, whatever happens: refusals,
-    interrupts and bugs in hills are attempts too (no survivorship)."""
+    interrupts and bugs in hills are attempts too (no survivorship). The
+    `started` entry goes first, before anything submitted runs."""
+    start = _Start(plan, envelope)
     try:
         # A full disk or a read-only folder is the machine's problem, named, not a bug in hills.
         with state.write_errors_as_problems(run_dir):
-            _pipeline(plan, run_dir, envelope, say)
+            _pipeline(plan, run_dir, envelope, say, start)
     except HillsError as exc:
         envelope.update(status="refused", passed=False, reason=exc.message)
-        _finish(plan, envelope)
+        _finish(plan, envelope, start.link)
         return Outcome(envelope, exc.exit_code, exc.message, exc.hint, exc)
     except KeyboardInterrupt:
         if envelope["status"] != "interrupted":  # else the runner already said which signal
             envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
-        return _interrupted(plan, envelope)
+        return _interrupted(plan, envelope, start.link)
     except Exception as exc:
         message = f"internal error in hills: {type(exc).__name__}: {exc}"
         envelope.update(status="buggy", passed=False, reason=message)
-        _finish(plan, envelope)
+        _finish(plan, envelope, start.link)
         return Outcome(envelope, EXIT_BUG, message, error=exc)
     if envelope["status"] == "interrupted":  # the runner said which signal stopped it
-        return _interrupted(plan, envelope)
-    _finish(plan, envelope)
+        return _interrupted(plan, envelope, start.link)
+    _finish(plan, envelope, start.link)
     return Outcome(envelope, EXIT_OK if envelope["status"] == "passing" else EXIT_NO)
 
 
-def _interrupted(plan: EvalPlan, envelope: Report) -> Outcome:
+def _interrupted(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None) -> Outcome:
     """Log an interrupted eval; its outcome exits 130 like any interrupt."""
-    _finish(plan, envelope)
+    _finish(plan, envelope, start)
     return Outcome(envelope, EXIT_INTERRUPTED, "interrupted", error=KeyboardInterrupt(envelope["reason"]))
 
 
-def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
+def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
+              start: Callable[[EvalContext], None] | None = None) -> None:
     """DESIGN section 6, steps 2 to 5: verify the locks, fill the run folder,
-    run the replicates, and record them in `envelope`."""
+    run the replicates, and record them in `envelope`; `start` logs the
+    `started` entry once nothing is left to refuse (not for an unlogged eval)."""
     req = plan.request
+    # `cryptography` signs the started entry before anything runs: loading
+    # while the hill and the submission are copied, it is there (or nearly)
+    # by then, where loading at the first signature would wait all of it.
+    plan.key.preload()
     cache = locks.StatCache(plan.hill.path)
     expected = _prepare_hill(plan, os.path.join(run_dir, "hill"), cache)
     envelope["submission_git"] = lineage(req.submission)
     envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
     ctx = build_context(plan, run_dir, expected, say)
-    # `cryptography` (to sign the report) loads while the evaluator runs and
-    # this thread waits on it: started sooner, it would compete for the GIL.
-    plan.key.preload()
     try:
-        runs = _run_replicates(ctx, say)
+        runs = _run_replicates(ctx, say, start)
     finally:
         ctx.confinement.close()
     if runs.unit_tests is not None:
@@ -1179,9 +1244,11 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
                        confinement=confinement)
 
 
-def _run_replicates(ctx: EvalContext, say: Say) -> Runs:
+def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], None] | None = None) -> Runs:
     """Run the replicates, seeds 0..N-1, and the frozen unit tests after the
-    first; stop at the first that does not pass."""
+    first; stop at the first that does not pass. `start` is called once the
+    exclusive resource is held and the first replicate's folder is ready,
+    just before anything of it runs."""
     cores: list[dict[str, Any]] = []
     duration, dropped, tests = 0.0, 0, None
     status, reason = "passing", None
@@ -1189,6 +1256,8 @@ def _run_replicates(ctx: EvalContext, say: Say) -> Runs:
     with _Resource(ctx.spec["exclusive"], ctx.queue, say):
         for seed in range(ctx.repeat):
             rep = scored = _replicate(ctx, seed)
+            if start is not None:
+                start(ctx)
             run: RunResult | None = None
             if ctx.spec["solution"]:
                 phase, run = run_solution(ctx, rep)
@@ -1245,8 +1314,10 @@ def _replicate(ctx: EvalContext, seed: int) -> Replicate:
     return Replicate(seed, tag, submission_dir, env)
 
 
-def _finish(plan: EvalPlan, envelope: Report) -> None:
-    """Sign, append to the attempts log, and note official reports."""
+def _finish(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None = None) -> None:
+    """Sign, append to the attempts log, and note official reports. The
+    line names the eval's `started` entry ({seq, mac}), or null when it
+    stopped before one was logged."""
     hill = plan.hill
     envelope.pop("signature", None)
     # Names from the submission and text from the evaluator may hold lone
@@ -1257,7 +1328,7 @@ def _finish(plan: EvalPlan, envelope: Report) -> None:
     envelope["signer"] = plan.key.fingerprint
     envelope["signature"] = signing.sign(envelope, plan.key)
     path = attempts_path(hill.name, plan.log_tree, hill.path)
-    entry = chain.append(path, {"report": envelope}, plan.key)
+    entry = chain.append(path, {"report": envelope, "start": start}, plan.key)
     run_dir = os.path.join(state.runs_dir(hill.name), envelope["run_id"])
     if os.path.isdir(run_dir):
         state.atomic_write(os.path.join(run_dir, "report.json"), json.dumps(envelope, indent=2) + "\n")

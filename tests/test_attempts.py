@@ -15,7 +15,8 @@ from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine
 
 @pytest.fixture(scope="module")
 def pristine(module_machine, tmp_path_factory):
-    """A hill with three logged evals (scores 1, 3, 2) and a copy of its log."""
+    """A hill with three logged evals (scores 1, 3, 2) and a copy of its log:
+    six lines, each eval's started entry and then its outcome."""
     with on_machine(module_machine):
         hill_dir = make_hill("tried", SCORE_EVAL)
         folders = tmp_path_factory.mktemp("subs")
@@ -65,21 +66,21 @@ def test_intact_history_shows_attempts_best_and_chain(log):
     # Every column starts where its header does.
     for line in lines[2:5]:
         assert line[6] == " " and line[8:28].endswith("Z") and line[30:37] == "blake3:" and line[51:57] == "PASSED"
-    assert "chain intact: 3 entries" in result.out
+    assert "chain intact: 6 entries" in result.out
     best = result.out.split("best:")[1]
-    assert "seq 1" in best and "total=3" in best and "(of 3 passing)" in best
+    assert "seq 3" in best and "total=3" in best and "(of 3 passing)" in best
     data = json.loads(hills("attempts", "tried", "--json").out)
-    assert [a["seq"] for a in data["attempts"]] == [0, 1, 2]
+    assert [a["seq"] for a in data["attempts"]] == [1, 3, 5] and data["unfinished"] == []
     assert [a["report"]["metrics"][0]["value"] for a in data["attempts"]] == [1.0, 3.0, 2.0]
     assert data["best"][0]["report"]["metrics"][0]["value"] == 3.0
-    assert data["chain"] == {"ok": True, "count": 3, "problems": [], "break_line": None}
+    assert data["chain"] == {"ok": True, "count": 6, "problems": [], "break_line": None}
 
 
 def test_edited_line(log):
     lines = lines_of(log)
-    lines[1] = lines[1].replace(b'"value":3.0', b'"value":30.0')
+    lines[3] = lines[3].replace(b'"value":3.0', b'"value":30.0')
     write_lines(log, lines)
-    broken(2, "line 2: signature does not match its content (edited)")
+    broken(4, "line 4: signature does not match its content (edited)")
 
 
 def test_deleted_line(log):
@@ -98,28 +99,29 @@ def test_moved_lines(log):
 
 def test_garbage_line(log):
     write_lines(log, lines_of(log) + [b"garbage, not json\n"])
-    broken(4, "line 4: not valid JSON")
+    broken(7, "line 7: not valid JSON")
 
 
 def test_half_written_last_line(log):
     data = log.read_bytes()
     log.write_bytes(data[:-40])
-    broken(3, "line 3: truncated")
+    broken(6, "line 6: truncated")
 
 
 def test_cut_tail_is_caught_through_the_notes(log):
     write_lines(log, lines_of(log)[:-1])
     head_file = log.parent / (log.name + ".head")
     head_file.unlink()  # an attacker who cuts the tail removes the head file too
-    result = broken(3, "1 line(s) missing at the end", "checked against the hill's notes")
-    assert "2 attempt(s)" in result.out
+    result = broken(6, "1 line(s) missing at the end", "checked against the hill's notes")
+    # The eval whose outcome was cut off is left with its started entry.
+    assert "3 attempt(s), 1 abandoned" in result.out
 
 
 def test_cut_tail_is_caught_by_the_head_file_too(log):
     write_lines(log, lines_of(log)[:-1])
-    broken(3, "its head records seq 2")
+    broken(6, "its head records seq 5")
     chain = real("hills-chain", "verify", log)
-    assert chain.code == 1 and f"chain BROKEN at line 3 of {log}" in chain.out
+    assert chain.code == 1 and f"chain BROKEN at line 6 of {log}" in chain.out
 
 
 def test_deleted_log_is_caught_through_the_notes(log):
@@ -134,7 +136,7 @@ def test_eval_refuses_to_extend_a_broken_chain(log, tmp_path):
     write_lines(log, lines)
     result = hills("eval", submission(tmp_path / "s", {"score.txt": "5"}), "-H", "tried")
     assert result.code == 5, result.output
-    assert "line 3" in result.err and "refusing to extend a broken chain" in result.err
+    assert "line 6" in result.err and "refusing to extend a broken chain" in result.err
     assert "hint: " in result.err
     assert lines_of(log) == lines
 

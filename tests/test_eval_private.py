@@ -147,17 +147,21 @@ def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
     tree = tree_of(crowd)
     log = attempts_log("crowd", tree)
     entries = log_entries(log)
-    assert len(entries) == 16
-    assert [entry["seq"] for entry in entries] == list(range(16))
-    assert {entry["report"]["signature"] for entry in entries} == {r.report["signature"] for r in results}
+    assert len(entries) == 32  # each eval's started entry, then its outcome
+    assert [entry["seq"] for entry in entries] == list(range(32))
+    outcomes = [entry for entry in entries if "report" in entry]
+    assert {entry["report"]["signature"] for entry in outcomes} == {r.report["signature"] for r in results}
+    started = {entry["seq"]: entry["started"]["run_id"] for entry in entries if "started" in entry}
+    assert {started[entry["start"]["seq"]] for entry in outcomes} == {entry["report"]["run_id"] for entry in outcomes}
+    assert len(started) == 16 and all(entry["start"]["seq"] < entry["seq"] for entry in outcomes)
 
     verified = real("hills-chain", "verify", log)
     assert verified.code == 0, verified.output
-    assert "chain intact: 16 entries" in verified.out
+    assert "chain intact: 32 entries" in verified.out
 
     notes = notes_lines(crowd)
     assert len(notes) == 16
-    assert sorted(json.loads(note)["attempt"]["seq"] for note in notes) == list(range(16))
+    assert sorted(json.loads(note)["attempt"]["seq"] for note in notes) == [entry["seq"] for entry in outcomes]
 
     shown = hills("log", "crowd", "--json")
     assert shown.code == 0, shown.output
@@ -167,7 +171,8 @@ def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
     assert version.split()[3] == "16"
 
     attempts = hills("attempts", "crowd")
-    assert attempts.code == 0 and "chain intact: 16 entries" in attempts.out
+    assert attempts.code == 0 and "chain intact: 32 entries" in attempts.out
+    assert "16 attempt(s)\n" in attempts.out
 
 
 @needs_bwrap

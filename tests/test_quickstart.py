@@ -26,7 +26,7 @@ def test_quickstart_runs_end_to_end(tmp_path):
     assert "quickstart: ok (tree hash " in result.out
     assert "signature valid: circle-packing @ " in result.out
     assert "signature INVALID: this report was edited" in result.out
-    assert "chain intact: 1 entry" in result.out
+    assert "chain intact: 2 entries" in result.out  # the eval's started entry, then its outcome
     assert re.search(r"\s1\s+initial$", result.out, re.MULTILINE)  # hills log: one eval of "initial"
     # It works in a temporary folder and removes it (uv may leave its own lock files).
     assert not list(scratch.glob("hills-quickstart.*"))
