@@ -28,10 +28,12 @@ def param_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The param values that decide comparability: every param but those the
     hill declares neutral, so that a loosened param never ranks beside the
     default (a report that names no neutral params has none)."""
-    params = report.get("params") if isinstance(report.get("params"), dict) else {}
-    neutral = report.get("neutral_params") if isinstance(report.get("neutral_params"), list) else []
+    params, neutral = report.get("params"), report.get("neutral_params")
+    if not isinstance(params, dict):
+        return ()
+    skip = neutral if isinstance(neutral, list) else []
     return tuple(sorted((name, json.dumps(value, sort_keys=True))
-                        for name, value in params.items() if name not in neutral))
+                        for name, value in params.items() if name not in skip))
 
 
 def group_key(report: dict[str, Any]) -> GroupKey:
