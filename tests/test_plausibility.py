@@ -301,3 +301,37 @@ def test_control_without_the_bound_and_under_the_old_rule_the_attack_ranks_first
     old = json.loads(hills("rank", "--json", "-H", "unbounded").out)
     assert len(old["groups"]) == 1 and len(old["groups"][0]["entries"]) == 2
     assert top(old["groups"]) == pytest.approx(cheat_score) and cheat_score > 2.6359830849
+
+
+def test_a_command_verifier_is_judged_alike(project: Path, tmp_path: Path) -> None:
+    """The score of a command verifier meets the same bounds: below the
+    ceiling it passes, above it it is implausible (exit 1), both logged."""
+    from command_fixtures import candidate, command_yaml, make_command_hill
+
+    yaml = command_yaml("bounded").replace("  - {name: score, direction: max}\n",
+                                           "  - {name: score, direction: max, floor: 0, ceiling: 100}\n")
+    make_command_hill("bounded", files={"hill.yaml": yaml})
+    ok = hills("eval", candidate(tmp_path / "ok", solution="print(42)\n"), "-H", "bounded")
+    assert ok.code == 0 and ok.report["status"] == "passing", ok.output
+    high = hills("eval", candidate(tmp_path / "high", solution="print(1000)\n"), "-H", "bounded")
+    assert high.code == 1, high.output
+    assert high.report["status"] == "implausible"
+    assert high.report["reason"] == "score 1000 is above its ceiling 100 (hill.yaml metrics[0])"
+    logged = hills("attempts", "bounded")
+    assert "IMPLAUSIBLE score=1000 (max)  - score 1000 is above its ceiling 100" in logged.out
+
+
+def test_a_neutral_param_ranks_beside_the_default_end_to_end(project: Path, tmp_path: Path) -> None:
+    from eval_fixtures import SCORE_EVAL, make_hill
+
+    make_hill("seeded", SCORE_EVAL, params="""\
+        seed: {type: int, default: 0, neutral: true}
+        level: {type: int, default: 1}
+        """)
+    for label, value, params in (("a", 1, ()), ("b", 2, ("-p", "seed=5")), ("c", 3, ("-p", "level=2"))):
+        result = hills("eval", submission(tmp_path / label, {"score.txt": str(value)}), "-H", "seeded", *params)
+        assert result.code == 0, result.output
+    assert result.report["neutral_params"] == ["seed"]
+    data = json.loads(hills("rank", "--json", "-H", "seeded").out)
+    assert [[sum_of(e["report"]) for e in g["entries"]] for g in data["groups"]] == [[2.0, 1.0], [3.0]]
+    assert data["groups"][1]["params_apart"] == [{"name": "level", "value": 2, "default": 1}]
