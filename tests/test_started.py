@@ -76,9 +76,11 @@ def descendants(pid: int) -> list[int]:
 
 
 def started_entries(log: Path) -> list[dict]:
+    """The started entries of the whole lines of the log so far."""
     if not log.exists():
         return []
-    return [entry for entry in log_entries(log) if "started" in entry]
+    whole = log.read_bytes().rpartition(b"\n")[0]  # an append may be under way
+    return [entry for entry in map(json.loads, whole.splitlines()) if "started" in entry]
 
 
 def start_eval(argv: list[str]) -> subprocess.Popen:
