@@ -424,9 +424,11 @@ spread; see hills-eval(1)."""),
     Key("final", FINAL_KEYS, kind="mapping", default={}, absent=null, note="default no budget",
         doc="""`budget`: how many `--final` (holdout) evaluations each committed version
 of the hill allows, official or not (a look at the holdout is a look), an
-integer of at least 0, or null for no limit. Refused evaluations do not
-count; the count comes from the version's attempts log, which must verify.
-With a budget, `--final --current` is refused."""),
+integer of at least 0, or null for no limit. An evaluation counts from the
+`started` entry written before its first process runs, so one that is
+killed or abandoned counts too; one refused before that does not. The count
+comes from the version's attempts log, which must verify. With a budget,
+`--final --current` is refused."""),
     Key("exclusive", Maybe(scalar("a resource name such as gpu",
                                   lambda value: isinstance(value, str) and bool(RESOURCE_RE.match(value)))),
         kind="string", default=None,
