@@ -70,6 +70,18 @@ def make_hill(name, eval_source, *, timeout=3, params="", exclusive=None, extra=
     return hill_dir
 
 
+def official_report(machine, tmp_path_factory, name):
+    """On `machine`, a hill `name` scoring score.txt, one passing official
+    eval of it written with -o, and the report file's path."""
+    with on_machine(machine):
+        make_hill(name, SCORE_EVAL)
+        folder = submission(tmp_path_factory.mktemp("sub"), {"score.txt": "7\n"})
+        target = machine.root / "report.json"
+        result = hills("eval", folder, "-H", name, "-o", target)
+        assert result.code == 0, result.output
+        return target
+
+
 @pytest.fixture(autouse=True)
 def inside_project(hermetic, monkeypatch):
     """Every test runs in its machine's project folder, never in the checkout.

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from conftest import lines_of, write_lines
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, real, submission, tree_of
+from eval_fixtures import attempts_log, hills, official_report, on_machine, real, tree_of
 from hills import chain, ed25519, signing, state, trust
 
 # RFC 8032 section 7.1, tests 1 to 3: (secret, public, message, signature).
@@ -280,14 +280,9 @@ def test_allowed_signers_lines_hills_did_not_write_are_kept(hermetic):
 @pytest.fixture(scope="module")
 def signed_report(module_machine, tmp_path_factory):
     """A report of a passing official eval on `module_machine`, and that machine's key line."""
+    target = official_report(module_machine, tmp_path_factory, "signed")
     with on_machine(module_machine):
-        make_hill("signed", SCORE_EVAL)
-        folder = submission(tmp_path_factory.mktemp("sub"), {"score.txt": "7\n"})
-        target = module_machine.root / "report.json"
-        result = hills("eval", folder, "-H", "signed", "-o", target)
-        assert result.code == 0, result.output
-        line = real("hills", "key").out.strip()
-        return target, line
+        return target, real("hills", "key").out.strip()
 
 
 def other_machine(tmp_path):

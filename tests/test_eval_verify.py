@@ -11,19 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, real, submission
+from eval_fixtures import hills, official_report, real
 
 
 @pytest.fixture(scope="module")
 def report_file(module_machine, tmp_path_factory):
     """A report of a passing official eval, written with -o."""
-    with on_machine(module_machine):
-        make_hill("verified", SCORE_EVAL)
-        folder = submission(tmp_path_factory.mktemp("sub"), {"score.txt": "7\n"})
-        target = module_machine.root / "report.json"
-        result = hills("eval", folder, "-H", "verified", "-o", target)
-        assert result.code == 0, result.output
-        return target
+    return official_report(module_machine, tmp_path_factory, "verified")
 
 
 def tampered_copy(report_file, tmp_path, change):
