@@ -125,6 +125,9 @@ def run_checks(hill_dir: str, tests: bool = True) -> list[Result]:
         from . import probe
 
         results.append(probe.leak_probe(spec, name, hill_dir, python))
+        from . import corpus
+
+        results.append(corpus.cheat_corpus(spec, name, hill_dir))
     return results
 
 

@@ -98,6 +98,10 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     add("tool", report.tool_identity())
     add("hill", os.path.realpath(hill.path))
     add("options", {"tests": True})
+    # The cheat corpus's verdict depends on its version, and on exploits/, a folder of the hill's files.
+    from .corpus import VERSION as corpus_version
+
+    add("cheat corpus", corpus_version)
     for rel in sorted(regular + blobs):
         if rel in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
             continue

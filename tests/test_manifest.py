@@ -138,7 +138,7 @@ def test_check_passes_on_a_good_hill(hill):
     assert checked.code == 0, checked.output
     names = [line[8:27].strip() for line in checked.out.splitlines() if line.strip().startswith("ok")]
     assert names == ["manifest", "layout", "readme", "dependencies", "evaluator contract", "tests", "isolation",
-                     "leak probe"]
+                     "leak probe", "cheat corpus"]
     assert checked.out.rstrip().endswith("circle-packing: all checks passed")
 
 
