@@ -72,8 +72,9 @@ class Cheat:
 class Score:
     """What one eval came to: its status, its first metric, and why."""
 
-    def __init__(self, status: str, value: float | None, reason: str | None) -> None:
-        self.status, self.value, self.reason = status, value, reason
+    def __init__(self, status: str, value: float | None, reason: str | None,
+                 metric: Mapping[str, Any] | None = None) -> None:
+        self.status, self.value, self.reason, self.metric = status, value, reason, metric
 
     def shown(self, metric: str) -> str:
         if self.value is None:
@@ -108,7 +109,8 @@ def _score(report: Mapping[str, Any]) -> Score:
     metrics = report.get("metrics") or []
     value = metrics[0].get("value") if metrics and isinstance(metrics[0], dict) else None
     value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    return Score(str(report.get("status")), value, report.get("reason"))
+    return Score(str(report.get("status")), value, report.get("reason"),
+                 metrics[0] if metrics and isinstance(metrics[0], dict) else None)
 
 
 def _evaluate(hill_name: str, hill_dir: str, submission: str, params: tuple[str, ...] = (),
@@ -385,13 +387,12 @@ def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Resu
     if example is None:
         return Result(NAME, "warn", "no example submission folder in examples/ to adapt the corpus to")
     exploits, problems = exploit_cheats(hill_dir)
-    metrics = spec.get("metrics") or [{}]
     with _work() as work:
         score, outputs = _evaluate(hill_name, hill_dir, example, keep_outputs=True)
         if score.status == "refused":
             return Result(NAME, "warn", f"the example could not be evaluated: {score.reason}")
-        baseline = Baseline(score, metrics[0].get("name") or "score", metrics[0].get("direction") or "max",
-                            outputs)
+        first = (spec.get("metrics") or [None])[0] or score.metric or {}
+        baseline = Baseline(score, first.get("name") or "score", first.get("direction") or "max", outputs)
         cheats = builtin_cheats(spec, hill_dir, example, baseline) + neutral_cheats(spec, example) + exploits
         failures = []
         for index, cheat in enumerate(cheats):
@@ -405,7 +406,7 @@ def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Resu
                 failures.append(failure)
     failures = problems + failures
     if failures:
-        return Result(NAME, "fail", f"{len(failures)} of {len(cheats) + len(problems)} got through: "
+        return Result(NAME, "fail", f"{len(failures)} of {len(cheats) + len(problems)} got through:"
                       + "".join("\n        " + failure for failure in failures)
                       + "\n        hint: make the evaluator reject these submissions (or fix exploits/), "
                         "then run hills check again")
