@@ -102,6 +102,7 @@ class EvalPlan:
     official_reason: str | None
     forced: bool
     key: Keys
+    corpus: int | None = None  # the cheat corpus version the tree passed at commit
 
     @property
     def hill(self) -> Hill:
@@ -227,11 +228,22 @@ class Outcome:
 def pinned_manifest(hill: Hill, tree_hash: str) -> Spec:
     """The manifest at a committed tree, parsed once per hills version and
     cached as JSON (a newer hills may read more keys from the same text)."""
+    return pinned_version(hill, tree_hash)[0]
+
+
+def pinned_version(hill: Hill, tree_hash: str, clean: bool = False) -> tuple[Spec, int | None]:
+    """The manifest at a committed tree and the version of the cheat corpus
+    its files passed at commit (hills-report(5), `corpus`), both cached with
+    the manifest. The corpus is looked up once, by an eval of the tree
+    `clean` in the working folder (so the gate's record of these files is
+    the tree's), and None until then."""
     cache = os.path.join(state.state_dir(hill.name, tree_hash), "manifest.json")
     tool = report_module.tool_identity()["sha256"]
     cached = state.sealed_read(cache)
     if isinstance(cached, dict) and cached.get("tool") == tool:
-        return cached["manifest"]
+        if "corpus" in cached or not clean:
+            return cached["manifest"], cached.get("corpus")
+        return cached["manifest"], _record_corpus(hill, cache, cached)
     text = hill.repo.show_blob(tree_hash, "hill.yaml")
     if text is None:
         raise NotScored(f"hill '{hill.name}' has no hill.yaml at tree {tree_hash[:12]}",
@@ -239,8 +251,20 @@ def pinned_manifest(hill: Hill, tree_hash: str) -> Spec:
     from . import manifest
 
     spec = manifest.parse_text(text, f"hill.yaml at {tree_hash[:12]}", hill.name)
-    state.sealed_write(cache, {"tool": tool, "manifest": spec})
-    return spec
+    cached = {"tool": tool, "manifest": spec}
+    if clean:
+        return spec, _record_corpus(hill, cache, cached)
+    state.sealed_write(cache, cached)
+    return spec, None
+
+
+def _record_corpus(hill: Hill, cache: str, cached: dict[str, Any]) -> int | None:
+    """Look the corpus version up in the gate's record and cache it."""
+    from . import gate
+
+    cached["corpus"] = gate.passed_corpus(hill)
+    state.sealed_write(cache, cached)
+    return cached["corpus"]
 
 
 def resolve_params(spec: Spec, texts: Iterable[str]) -> dict[str, Any]:
@@ -952,13 +976,14 @@ def resolve(req: EvalRequest) -> EvalPlan:
     # --current scores the working tree, so it works before the first commit too.
     tree_hash = pinned_tree(hill, head) if head else None
     official, official_reason, forced = _official(req, tree_hash)
+    corpus = None
     if req.current:
         from . import manifest
 
         spec = manifest.load(hill.path)
     else:
         assert tree_hash is not None  # a hill without commits was refused above
-        spec = pinned_manifest(hill, tree_hash)
+        spec, corpus = pinned_version(hill, tree_hash, clean=not forced)
     params = resolve_params(spec, req.param_texts)
     if not os.path.isdir(req.submission):
         raise UsageError(f"submission '{req.submission}' is not a folder",
@@ -976,7 +1001,7 @@ def resolve(req: EvalRequest) -> EvalPlan:
                         hint=f"commit the hill (hills commit {hill.name} -m MESSAGE) and drop --current")
     return EvalPlan(request=req, head=head, tree_hash=tree_hash, log_tree=None if req.current else tree_hash,
                     spec=spec, params=params, trial=trial, knob_warning=knob_warning, repeat=repeat,
-                    official=official, official_reason=official_reason, forced=forced, key=key)
+                    official=official, official_reason=official_reason, forced=forced, key=key, corpus=corpus)
 
 
 def _official(req: EvalRequest, tree_hash: str | None) -> tuple[bool, str | None, bool]:
@@ -1023,7 +1048,7 @@ def _envelope(plan: EvalPlan, run_id: str) -> Report:
         "final": bool(req.final), "official": plan.official, "official_reason": plan.official_reason,
         "forced": plan.forced, "trust": "evaluator", "tool": report_module.tool_identity(),
         "timestamp": report_module.timestamp(), "report_version": report_module.REPORT_VERSION, "run_id": run_id,
-        "replicates": 0,
+        "replicates": 0, "corpus": plan.corpus,
     }
     if plan.trial is not None:
         envelope["trial"] = plan.trial

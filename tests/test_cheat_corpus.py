@@ -234,3 +234,28 @@ def test_the_gate_digest_covers_the_corpus(project, monkeypatch):
     monkeypatch.undo()
     write_files(Path(hill.path), {"exploits/x/answer.txt": "1\n", "exploits/x/expect.json": "{}"})
     assert gate.gate_key(hill, cache, gate.listing_of(hill)) != before
+
+
+# -- the report names the corpus ------------------------------------------------------
+
+def test_an_official_report_names_the_corpus_its_hill_passed(committed_hill):
+    example = str(committed_hill / "examples" / "grid")
+    scored = hills("eval", example, "-H", "circle-packing")
+    assert scored.code == 0, scored.output
+    assert json.loads(scored.out)["corpus"] == corpus.VERSION
+    again = hills("eval", example, "-H", "circle-packing")  # from the version's cache
+    assert json.loads(again.out)["corpus"] == corpus.VERSION
+    current = hills("eval", example, "-H", "circle-packing", "--current")
+    assert json.loads(current.out)["corpus"] is None
+
+
+def test_a_version_committed_without_the_gate_names_no_corpus(project):
+    from hills import commit
+    from hills.hill import Hill
+
+    created = hills("new", "ungated", "-t", "circle-packing")
+    hill_dir = Path(created.out.strip())
+    commit.commit(Hill(str(hill_dir)), "first", gate=False)
+    scored = hills("eval", str(hill_dir / "examples" / "grid"), "-H", "ungated")
+    assert scored.code == 0, scored.output
+    assert json.loads(scored.out)["corpus"] is None
