@@ -94,6 +94,9 @@ def run_checks(hill_dir: str, tests: bool = True) -> list[Result]:
         return results
     results.append(Result("layout", "ok", ", ".join(present)))
     results.append(readme_check(hill_dir))
+    from . import leakscan
+
+    results.append(leakscan.leak_check(hill_dir))
 
     current, reason = uvenv.lock_is_current(hill_dir)
     if not current:

@@ -168,8 +168,8 @@ def test_copy_of_private_data_is_refused_on_both_paths(committed_hill):
     (hill / "private" / "answers.txt").write_text("the held-out answers\n")
     (hill / "notes.txt").write_text("the held-out answers\n")
     before = head(hill)
-    expected = ["error: 'notes.txt' holds the same bytes as 'private/answers.txt': held-out data must never "
-                "enter git; nothing was committed"]
+    expected = ["error: hill 'circle-packing' failed check 'answer leak': held-out content where submitted code "
+                "can see it: 'notes.txt' is a copy of 'private/answers.txt'"]
     by_hills = run_cli("commit", "circle-packing", "-m", "copy")
     assert by_hills.code == 1
     assert by_hills.error_lines == expected
