@@ -200,6 +200,8 @@ def _walk_json(value: Any, private: str, needles: Needles) -> None:
         if distinctive_value(value.strip()):
             needles.add_text(value.strip(), private, "value")
     elif isinstance(value, (int, float)):
+        if isinstance(value, int) and -100_000 < value < 100_000:
+            return  # fewer than NUMBER_DIGITS digits
         token = _canonical(repr(value))
         if token:
             needles.add_number(token, private)

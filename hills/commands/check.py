@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 def command(name: str, no_tests: bool, as_json: bool) -> int:
     """Run the checks a hill must pass before it can be committed.
 
-    One line per check: manifest schema, layout, uv.lock up to date, the
+    One line per check: manifest schema, layout, the README, the answer
+    leak scan (held-out content of private/ in a public file, a blob or a
+    variable an eval passes on), uv.lock up to date, the
     evaluator contract binding in the hill's own uv environment, the
     hill's tests/ passing in that environment, the sandbox starting, and
     the leak probe: the example submission, its code carrying a payload
