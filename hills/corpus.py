@@ -391,6 +391,10 @@ def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Resu
         score, outputs = _evaluate(hill_name, hill_dir, example, keep_outputs=True)
         if score.status == "refused":
             return Result(NAME, "warn", f"the example could not be evaluated: {score.reason}")
+        if score.status != "passing":
+            # No score to hold the cheats to: the author's example must pass first.
+            return Result(NAME, "warn", f"the example does not pass ({score.status}: {score.reason}), so no "
+                                        "cheat was tried")
         first = (spec.get("metrics") or [None])[0] or score.metric or {}
         baseline = Baseline(score, first.get("name") or "score", first.get("direction") or "max", outputs)
         cheats = builtin_cheats(spec, hill_dir, example, baseline) + neutral_cheats(spec, example) + exploits

@@ -259,3 +259,14 @@ def test_a_version_committed_without_the_gate_names_no_corpus(project):
     scored = hills("eval", str(hill_dir / "examples" / "grid"), "-H", "ungated")
     assert scored.code == 0, scored.output
     assert json.loads(scored.out)["corpus"] is None
+
+
+def test_an_example_that_does_not_pass_is_a_warning(project):
+    body = "score = 1.0\npassed = False\n"
+    make_hill("no-pass", {"eval.py": function_eval(body), "hill.yaml": hill_yaml("no-pass")},
+              example={"answer.txt": "1\n"})
+    checked = check("no-pass")
+    assert checked.code == 0, checked.output
+    line = corpus_line(checked)
+    assert line.split()[:3] == ["warn", "cheat", "corpus"], checked.out
+    assert "the example does not pass (failing" in line and "so no cheat was tried" in line
