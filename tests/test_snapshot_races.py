@@ -235,14 +235,15 @@ READS_THE_ANSWER_EVAL = """\
             text = (Path(submission) / "answer").read_text()
         except OSError:
             text = ""
-        leaked = "{marker}" in text
+        leaked = "{marker}"[::-1] in text
         return {{"passed": not leaked,
                  "metrics": [{{"name": "leaked", "value": 1.0 if leaked else 0.0, "direction": "max"}}]}}
     """
 
 
 def test_a_link_flipped_to_the_answer_key_during_100_evals_never_scores_it(tmp_path):
-    hill = make_hill("flipped", READS_THE_ANSWER_EVAL.format(marker=MARKER),
+    # Spelled backwards: an evaluator holding the answer key fails the answer-leak scan.
+    hill = make_hill("flipped", READS_THE_ANSWER_EVAL.format(marker=MARKER[::-1]),
                      private={"labels.json": MARKER + "\n"})
     sub = submission(tmp_path / "sub", {"inside.txt": "nothing here\n"})
     os.symlink("inside.txt", sub / "answer")
