@@ -223,9 +223,12 @@ def builtin_cheats(spec: Mapping[str, Any], hill_dir: str, example: str, baselin
     data = _data(outputs)
     writes = bool(solution) and not solution.get("when")
 
+    # A hill with one phase keeps the example's code beside the rewritten data.
+    code = {rel: content for rel, content in outputs.items() if rel not in data} if not solution else {}
+
     def cheat(name: str, files: Mapping[str, Any], exit_code: int = 0) -> Cheat:
         if not writes:
-            return Cheat(name, {rel: content for rel, content in files.items()})
+            return Cheat(name, {**code, **files})
         table = {}
         for rel, content in files.items():
             body, pad = content if isinstance(content, tuple) else (content, 0)
