@@ -102,15 +102,11 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     from .corpus import VERSION as corpus_version
 
     add("cheat corpus", corpus_version)
-    for rel in sorted(regular + blobs):
-        if rel in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-            continue
-        full = os.path.join(hill.path, rel)
-        try:
-            st = os.stat(full)
-        except OSError:
-            return None
-        add("file", [rel, bool(st.st_mode & stat_module.S_IXUSR), cache.digest(full, st)])
+    entries = _file_entries(hill, cache, regular + blobs)
+    if entries is None:
+        return None
+    for entry in entries:
+        add("file", entry)
     add("interpreter", _file_identity(uvenv.interpreter()))
     add("uv", _file_identity(uv))
     add("bwrap", sandbox.bwrap_works())
@@ -132,8 +128,20 @@ def files_digest(hill: Hill, cache: locks.StatCache, listing: Listing | None) ->
     if listing is None:
         return None
     regular, blobs = listing
+    entries = _file_entries(hill, cache, regular + blobs)
+    if entries is None:
+        return None
     digest = hashlib.sha256()
-    for rel in sorted(regular + blobs):
+    for entry in entries:
+        digest.update(json.dumps(entry).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _file_entries(hill: Hill, cache: locks.StatCache, names: list[str]) -> list[list[object]] | None:
+    """[path, executable bit, content digest] of each file, sorted, the two
+    locks aside; None when one cannot be read."""
+    entries: list[list[object]] = []
+    for rel in sorted(names):
         if rel in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
             continue
         full = os.path.join(hill.path, rel)
@@ -141,9 +149,8 @@ def files_digest(hill: Hill, cache: locks.StatCache, listing: Listing | None) ->
             st = os.stat(full)
         except OSError:
             return None
-        digest.update(json.dumps([rel, bool(st.st_mode & stat_module.S_IXUSR), cache.digest(full, st)]).encode()
-                      + b"\n")
-    return digest.hexdigest()
+        entries.append([rel, bool(st.st_mode & stat_module.S_IXUSR), cache.digest(full, st)])
+    return entries
 
 
 def passed_corpus(hill: Hill) -> int | None:
