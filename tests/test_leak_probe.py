@@ -317,6 +317,12 @@ def test_the_templates_pass_the_probe(project, template):
     line = probe_line(checked)
     assert line.split()[:3] == ["ok", "leak", "probe"], checked.out
     hill_has_no_trace(Path(created.out.strip()), template)
+    # The same check's cheat corpus (tests/test_cheat_corpus.py has the rest): one check per template.
+    from hills import corpus
+
+    cheats = next(text for text in checked.out.splitlines() if "cheat corpus" in text)
+    assert cheats.split()[:3] == ["ok", "cheat", "corpus"], checked.out
+    assert cheats.rstrip().endswith(f"cheats tried, none got through; corpus v{corpus.VERSION}"), cheats
 
 
 def test_an_example_without_code_says_where_the_payload_could_not_go(project):
