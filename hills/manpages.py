@@ -314,6 +314,8 @@ def _group_blocks(group: click.Group, ctx: click.Context, progs: list[str]) -> d
                          for prog in progs for name, sub, sub_ctx in subcommands)
     commands = "\n\n".join(_title(name, "-") + "\n\n" + _paragraphs(help_text(sub))
                            for name, sub, _ in subcommands)
+    if not subcommands:
+        return {"synopsis": synopsis, "commands": commands, "options": _options(group, ctx)}
     _, first, first_ctx = subcommands[0]
     options = [_options(first, first_ctx, options=False)]
     for name, sub, sub_ctx in subcommands:

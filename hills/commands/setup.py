@@ -1,0 +1,19 @@
+"""`hills setup`: one-time installs on a machine. Each thing it sets up is
+a subcommand in its own module (`setup_service`, `setup_skill`), added to
+the group below."""
+
+from __future__ import annotations
+
+import click
+
+from .options import CONTEXT, HillsGroup
+
+
+@click.group("setup", context_settings=CONTEXT, cls=HillsGroup)
+def command() -> None:
+    """Set up what hills needs once per machine or project.
+
+    'hills setup service' (as root) makes hills an evaluation service under
+    its own user; 'hills setup skill' installs the agent skill shipped with
+    this hills.
+    """
