@@ -155,10 +155,10 @@ def _checked(hill: Hill) -> Hill:
 def shipped(folder: str) -> "Traversable":
     """A folder hills ships beside its code, kept once at the top of the
     repository: `examples` (the example hills, the templates of `hills new
-    -t`) or `hooks` (the pre-commit stub).
+    -t`), `hooks` (the pre-commit stub) or `skills` (the agent skill).
 
-    The wheel carries both inside the package (pyproject.toml maps
-    `hills.examples` and `hills.hooks` to them), where importlib.resources
+    The wheel carries them inside the package (pyproject.toml maps
+    `hills.examples`, `hills.hooks` and `hills.skills` to them), where importlib.resources
     finds them. A checkout run through bin/, and the editable install, load
     the package from hills/ itself, which holds no copy: there the folder is
     the top-level one beside the package."""

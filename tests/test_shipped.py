@@ -42,6 +42,7 @@ def shipped_files() -> list[str]:
 def test_the_package_reads_the_top_level_folders_in_a_checkout() -> None:
     assert Path(hill.shipped("examples")) == EXAMPLES
     assert Path(hill.shipped("hooks")) == HOOK_STUB.parent
+    assert Path(hill.shipped("skills")) == REPO_ROOT / "skills"
     assert sorted(hill.templates()) == sorted(path.parent.name for path in EXAMPLES.glob("*/hill.yaml"))
 
 
@@ -71,7 +72,7 @@ def test_every_hill_template_lives_in_examples() -> None:
             parts = Path(rel).parts
             assert len(parts) == 3 and parts[0] == "examples", (
                 f"{rel} is a hill template outside examples/: the example hills live once, in examples/NAME/")
-    for name in ("examples", "templates", "hooks"):
+    for name in ("examples", "templates", "hooks", "skills"):
         assert not (REPO_ROOT / "hills" / name).exists(), (
             f"hills/{name} exists: the wheel builds it from the top-level folder, a checkout holds no copy")
 
@@ -83,7 +84,7 @@ def test_the_wheel_lists_every_package_and_maps_the_shipped_folders() -> None:
         "hills." + ".".join(folder.relative_to(REPO_ROOT / "hills").parts)
         for folder in (init.parent for init in (REPO_ROOT / "hills").rglob("__init__.py"))
         if folder != REPO_ROOT / "hills"}
-    assert sorted(setuptools["packages"]) == sorted(packages | {"hills.examples", "hills.hooks"}), (
+    assert sorted(setuptools["packages"]) == sorted(packages | {"hills.examples", "hills.hooks", "hills.skills"}), (
         "pyproject.toml [tool.setuptools] packages must list every package under hills/ "
         "(a package left out is missing from the wheel)")
-    assert setuptools["package-dir"] == {"hills.examples": "examples", "hills.hooks": "hooks"}
+    assert setuptools["package-dir"] == {"hills.examples": "examples", "hills.hooks": "hooks", "hills.skills": "skills"}

@@ -17,3 +17,7 @@ def command() -> None:
     its own user; 'hills setup skill' installs the agent skill shipped with
     this hills.
     """
+
+
+from .setup_skill import command as skill_command  # noqa: E402  (after the group it joins)
+command.add_command(skill_command)
