@@ -52,7 +52,24 @@ def import_ray() -> Any:
         import ray
     except ImportError:
         raise EnvironmentProblem("--on ray needs Ray, which is not installed", hint=INSTALL_HINT) from None
+    _errors_to_stderr(ray)
     return ray
+
+
+def _errors_to_stderr(ray: Any) -> None:
+    """Ray's driver prints the cluster's error messages (a worker that died)
+    on stdout, where the reports go: send them to stderr. A Ray without
+    that function keeps its own ways."""
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "hills_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original(dict(data, is_err=True), ignore_prefix)
+
+    setattr(to_stderr, "hills_stderr", True)
+    setattr(worker, "print_to_stdstream", to_stderr)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +108,13 @@ class Session:
 
     def __init__(self, hill: Hill, on: str, say: Say) -> None:
         self.hill, self.say = hill, say
+        ray = import_ray()
+        self.ray = ray
         self.commit, self.tree_hash, self.spec = _pinned(hill)
         self.key = trust.machine_keys(for_signing=True)
         self.allowed = trust.trusted()
         self.log = evaluate.attempts_path(hill.name, self.tree_hash)
         self._lock = threading.Lock()
-        ray = import_ray()
-        self.ray = ray
         address = address_of(on)
         try:
             import logging
@@ -108,8 +125,13 @@ class Session:
                                      hint="start one with 'ray start --head --port 6379' and pass "
                                           "--on ray://HOST:6379") from None
         try:
-            self._bundle_ref = ray.put(_bundle_bytes(hill))
             gpu = self.spec["exclusive"] == "gpu"
+            if gpu and ray.cluster_resources().get("GPU", 0) < 1:
+                # Ray would hold the task until a GPU joins, which may be never.
+                raise EnvironmentProblem(f"hill '{hill.name}' needs a GPU for each eval (exclusive: gpu), and the "
+                                         "Ray cluster has none", hint="start a node with a GPU: ray start "
+                                                                      "--address HEAD:PORT --num-gpus 1")
+            self._bundle_ref = ray.put(_bundle_bytes(hill))
             self._task = ray.remote(node_eval).options(num_cpus=0 if gpu else 1, num_gpus=1 if gpu else 0,
                                                          max_retries=0)
         except BaseException:
@@ -357,7 +379,8 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
         with tarfile.open(fileobj=io.BytesIO(archive)) as unpacked:
             # The "data" filter exists from Python 3.11.4; the tar is the
             # head's snapshot, which holds no link leaving it.
-            unpacked.extractall(work, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            extract: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            unpacked.extractall(work, **extract)
         argv = [sys.executable, "-c", _NODE_BOOT, str(os.getpid()), "eval", os.path.join(work, "submission"),
                 "-H", hill_dir, "--json", "--queue", *options]
         import subprocess

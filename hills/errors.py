@@ -19,6 +19,15 @@ EXIT_BUG = 3
 EXIT_ENVIRONMENT = 4
 EXIT_NOT_SCORED = 5
 EXIT_INTERRUPTED = 130
+# From the mildest to the worst: what a command that ran many things (several
+# submissions, say) exits with is the worst of their codes.
+SEVERITY = (EXIT_OK, EXIT_NO, EXIT_NOT_SCORED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_BUG, EXIT_INTERRUPTED)
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The worst of exit codes, by SEVERITY (an unknown code counts as a bug)."""
+    rank = {code: index for index, code in enumerate(SEVERITY)}
+    return max(codes, key=lambda code: rank.get(code, rank[EXIT_BUG]), default=EXIT_OK)
 
 
 class HillsError(Exception):

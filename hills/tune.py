@@ -19,7 +19,7 @@ from . import rank, signing, spaces, state
 from .errors import EXIT_NOT_SCORED, EnvironmentProblem, NotScored, UsageError
 
 if TYPE_CHECKING:
-    from .trust import Keys
+    from .trust import Keys, Signer
     from .hill import Hill
 
 
@@ -124,9 +124,15 @@ def run_trial(hill_path: str, submission: str, values: Mapping[str, Any], params
     return TrialEval(report)
 
 
+TrialRunner = Callable[[Mapping[str, Any]], TrialEval]
+
+
 def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", parallel: int = 1,
          params: Iterable[str] = (), final: bool = False, seed: int | None = None,
-         progress: Callable[[str], object] = lambda line: None) -> dict[str, Any]:
+         progress: Callable[[str], object] = lambda line: None, runner: TrialRunner | None = None) -> dict[str, Any]:
+    """Run `budget` trials, `parallel` at a time, each through `runner`
+    (knob values in, the trial's eval out): by default a `hills eval`
+    process on this machine; `cluster.Session` runs them on a Ray cluster."""
     if budget < 1:
         raise UsageError(f"--budget expects at least 1 trial, got {budget}")
     if parallel < 1:
@@ -148,6 +154,10 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     trials = []
+    params = tuple(params)
+    if runner is None:
+        def runner(values: Mapping[str, Any]) -> TrialEval:
+            return run_trial(hill.path, submission, values, params, final, env)
 
     def record(index: int, values: dict[str, Any], report: dict[str, Any] | None,
                error: str | None) -> dict[str, Any]:
@@ -161,7 +171,7 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
         return entry
 
     first_values = spaces.defaults(declaration)
-    first = run_trial(hill.path, submission, first_values, params, final, env)
+    first = runner(first_values)
     if first.refused:
         # The hill allows no score (uncommitted changes, lock drift...): no
         # other trial would get one either.
@@ -179,7 +189,7 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
     def one(asked: tuple[int, Any, dict[str, Any]]) -> tuple[int, Any, dict[str, Any], TrialEval]:
         index, handle, values = asked
         # Refused when the hill changed under the tuner: this trial has no score.
-        return index, handle, values, run_trial(hill.path, submission, values, params, final, env)
+        return index, handle, values, runner(values)
 
     remaining = list(range(1, budget))
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -191,9 +201,9 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
                 record(index, values, trial.report, trial.error)
                 tuner.tell(handle, _score(trial.report))
 
-    from .trust import machine_keys
+    from .trust import machine_keys, trusted
 
-    best = _best(trials, machine_keys())
+    best = _best(trials, machine_keys(), trusted())
     result = {"hill": hill.name, "submission": os.path.abspath(submission), "tuner": tuner_name,
               "budget": budget, "trials": [{k: v for k, v in t.items() if k != "report"} for t in trials],
               "best": None, "best_params_file": None}
@@ -219,14 +229,15 @@ def _direction(hill: Hill, first_report: dict[str, Any] | None) -> str:
     return declared[0]["direction"] if declared else "max"
 
 
-def _best(trials: list[dict[str, Any]], keys: Keys) -> dict[str, Any] | None:
-    """The best passing trial with a valid signature, official or not (an
+def _best(trials: list[dict[str, Any]], keys: Keys, allowed: list[Signer] | None = None) -> dict[str, Any] | None:
+    """The best passing trial whose signature holds, by this machine's key
+    or a trusted one (a cluster node's), official or not (an
     approval of another version makes every trial unofficial, but the
     candidate still has a best trial), ranked like `hills rank`."""
     candidates = []
     for trial in trials:
         report = trial["report"]
-        if not report or report.get("status") != "passing" or not signing.verify(report, keys).ok:
+        if not report or report.get("status") != "passing" or not signing.verify(report, keys, allowed).ok:
             continue
         candidates.append(trial)
     if not candidates:

@@ -17,9 +17,13 @@ from .output import emit, emit_json, say
 @click.option("-p", "--param", "params", metavar="NAME=VALUE", multiple=True,
               help="Set a hill param for every trial (repeatable), as for 'hills eval'.")
 @click.option("--seed", type=int, metavar="SEED", help="Seed of the tuner's own random choices.")
+@click.option("--on", "on", metavar="ray[://ADDRESS]",
+              help="Run each trial as a task on a Ray cluster (the hills[ray] extra); see docs/cluster.md.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="With --on: trials in flight at once (default: --parallel).")
 @json_option
 def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: int, params: tuple[str, ...],
-            seed: int | None, as_json: bool) -> int:
+            seed: int | None, on: str | None, workers: int | None, as_json: bool) -> int:
     """Tune the knobs a submission declares in params.json.
 
     Runs BUDGET trials, each a full 'hills eval' with its own knob values:
@@ -27,16 +31,45 @@ def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: 
     defaults. The candidate's score is its best passing trial; its knob
     values are written beside DIR as DIR.best-params.json. Exits 1 when no
     trial passed, 5 when the first trial's eval was refused before scoring.
+    With --on, each trial runs on a Ray cluster node and its report, signed
+    by that node, is verified and logged here.
     """
     from .. import hill, tune
 
+    if workers is not None and on is None:
+        raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
     target = hill.resolve(hill_name)
-    result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say)
+    if on is None:
+        result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say)
+    else:
+        result = _tune_on_cluster(target, submission, budget, tuner, workers or parallel, params, seed, on)
     if as_json:
         emit_json(result)
     else:
         render(result)
     return errors.EXIT_OK if result["best"] else errors.EXIT_NO
+
+
+def _tune_on_cluster(target: object, submission: str, budget: int, tuner: str, parallel: int,
+                     params: tuple[str, ...], seed: int | None, on: str) -> dict:
+    """`tune.tune` with each trial a job of a cluster session."""
+    from collections.abc import Mapping
+    from typing import Any
+
+    from .. import cluster, tune
+    from ..hill import Hill
+
+    assert isinstance(target, Hill)
+    session = cluster.Session(target, on, say)
+
+    def runner(values: Mapping[str, Any]) -> tune.TrialEval:
+        done = session.run(cluster.Job(submission, params, dict(values)))
+        return tune.TrialEval(done.report, done.message, done.hint, refused=done.exit_code == errors.EXIT_NOT_SCORED)
+
+    try:
+        return tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say, runner=runner)
+    finally:
+        session.close()
 
 
 def render(result: dict) -> None:

@@ -1,0 +1,298 @@
+"""Evals on a Ray cluster (`--on ray://ADDRESS`): a Ray head on loopback
+with 2 CPUs, started inside the tests with machine state of its own (the
+node's key), stopped after. Every report a node returns is verified at the
+head; a worker killed mid-eval is logged and its eval retried."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_bin, run_cli
+from eval_fixtures import make_hill, on_machine, submission
+
+ray = pytest.importorskip("ray", reason="the hills[ray] extra is not installed")
+
+NAME = "spread"
+# Scores score.txt; sleeps first when the submission holds slow.txt.
+SLOW_EVAL = """\
+    import time
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        if (Path(submission) / "slow.txt").exists():
+            time.sleep(float((Path(submission) / "slow.txt").read_text()))
+        value = float((Path(submission) / "score.txt").read_text())
+        return {"passed": value >= 0,
+                "metrics": [{"name": "total", "value": value, "direction": "max"}],
+                "config": [{"name": "mode", "value": "validation", "primary": True}],
+                "details": {} if value >= 0 else {"reason": "negative score"}}
+    """
+# Only loopback: Ray would otherwise take this machine's own network address.
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Head:
+    """A Ray head on 127.0.0.1 with 2 CPUs, its node's HILLS_HOME its own."""
+
+    def __init__(self, node_home, env):
+        self.node_home = node_home
+        self.port = _free_port()
+        # Short: Ray's socket paths live under it, and a unix socket path is short.
+        self.temp = tempfile.mkdtemp(prefix="hr", dir="/tmp")
+        self.env = dict(env, HILLS_HOME=str(node_home), **LOOPBACK)
+        argv = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus", "2",
+                "--port", str(self.port), "--node-ip-address", "127.0.0.1", "--temp-dir", self.temp,
+                "--include-dashboard", "false", "--disable-usage-stats",
+                "--dashboard-agent-listen-port", str(_free_port()), "--min-worker-port", "0", "--max-worker-port", "0"]
+        self.log = open(os.path.join(self.temp, "head.log"), "w")
+        self.process = subprocess.Popen(argv, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + 90
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    break
+            assert self.process.poll() is None and time.time() < deadline, Path(self.temp, "head.log").read_text()
+            time.sleep(0.5)
+
+    @property
+    def address(self):
+        return f"ray://127.0.0.1:{self.port}"
+
+    def stop(self):
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.log.close()
+        import shutil
+
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(module_machine, tmp_path_factory):
+    """The head machine's hill, committed, and a Ray head whose node has
+    machine state of its own; stopped when the module is done."""
+    with on_machine(module_machine):
+        hill_dir = make_hill(NAME, SLOW_EVAL, timeout=30, private={"answers.csv": "1\n"})
+        node_home = tmp_path_factory.mktemp("node") / "hills-home"
+        head = Head(node_home, dict(os.environ))
+        try:
+            yield head, hill_dir
+        finally:
+            head.stop()
+
+
+@pytest.fixture
+def node_key(cluster):
+    head, _ = cluster
+    shown = run_bin("hills", "key", env=head.env)
+    assert shown.code == 0, shown.output
+    return shown.out.strip()
+
+
+def _eval_on(head, *folders, extra=(), timeout=300):
+    return run_bin("hills", "eval", *folders, "-H", NAME, "--on", head.address, *extra,
+                   env=dict(os.environ, **LOOPBACK), timeout=timeout)
+
+
+def _entries(hill_dir):
+    from hills import chain, evaluate
+    from conftest import git
+
+    tree = git(hill_dir, "rev-parse", "HEAD^{tree}").out.strip()
+    return chain.read(evaluate.attempts_path(NAME, tree)), tree
+
+
+def _lines(out):
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_a_report_from_an_untrusted_node_is_refused_and_not_logged(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    run_cli("trust", "remove", "node-1")
+    folder = submission(tmp_path / "a", {"score.txt": "2\n"})
+    before, _ = _entries(hill_dir)
+    result = _eval_on(head, folder)
+    assert result.code == 1, result.output
+    [line] = _lines(result.out)
+    assert line["status"] == "rejected" and line["submission"] == str(folder)
+    assert "a key this machine does not trust" in result.error_lines[0]
+    assert f"hills trust add NAME '{node_key}'" in result.err
+    after, _ = _entries(hill_dir)
+    new = after[len(before):]
+    assert [entry.get("cluster", {}).get("event") for entry in new if "cluster" in entry] == ["rejected"]
+    assert not any("report" in entry for entry in new), "a refused report was logged"
+
+
+def test_evals_run_on_the_node_and_every_report_is_verified_at_the_head(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    assert run_cli("trust", "add", "node-1", node_key).code == 0
+    folders = [submission(tmp_path / name, {"score.txt": score}) for name, score in
+               (("a", "3\n"), ("b", "-1\n"), ("c", "5\n"))]
+    before, tree = _entries(hill_dir)
+    result = _eval_on(head, *folders, extra=("--json", "--workers", "2"))
+    assert result.code == 1, result.output  # the worst of passed, failed, passed
+    reports = _lines(result.out)
+    assert [r["metrics"][0]["value"] for r in reports] == [3.0, -1.0, 5.0]  # input order
+    assert [r["status"] for r in reports] == ["passing", "failing", "passing"]
+    from hills import signing, snapshot, trust
+
+    for folder, report in zip(folders, reports):
+        assert report["tree_hash"] == tree and report["hill"] == NAME
+        assert report["submission_hash"] == snapshot.snapshot(folder, tmp_path / "copy" / folder.name)
+        verdict = signing.verify(report, trust.machine_keys(), trust.trusted())
+        assert verdict.ok and verdict.signer == "node-1", verdict
+    # The head's log holds each report once, naming its started entry and node.
+    after, _ = _entries(hill_dir)
+    logged = [entry for entry in after[len(before):] if "report" in entry]
+    assert [entry["report"] for entry in logged] == reports or \
+        sorted(e["report"]["run_id"] for e in logged) == sorted(r["run_id"] for r in reports)
+    assert all(entry["node"]["signer"] == "node-1" and entry["start"]["seq"] is not None for entry in logged)
+    attempts = run_cli("attempts", NAME, "--json")
+    assert json.loads(attempts.out)["chain"]["ok"]
+    # The node kept its own copy of the version and its own log of the evals.
+    node_copy = head.node_home / "cluster" / "hills" / tree / ".hills" / NAME
+    assert (node_copy / "private" / "answers.csv").read_text() == "1\n"
+    node_log = head.node_home / "state" / f"{NAME}@{tree}" / "attempts.jsonl"
+    assert {r["run_id"] for r in reports} <= {json.loads(line).get("report", {}).get("run_id")
+                                              for line in node_log.read_text().splitlines()}
+    # `hills verify` at the head says valid for every one of them.
+    for index, report in enumerate(reports):
+        path = tmp_path / f"report-{index}.json"
+        path.write_text(json.dumps(report))
+        assert run_cli("verify", path).code == 0
+
+
+def test_a_worker_killed_mid_eval_is_logged_and_the_eval_retried(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    folder = submission(tmp_path / "slow", {"score.txt": "4\n", "slow.txt": "6\n"})
+    before, _ = _entries(hill_dir)
+    command = [str(Path(sys.executable).parent / "python"), "-m", "hills", "eval", str(folder), "-H", NAME,
+               "--on", head.address, "--json"]
+    running = subprocess.Popen(command, env=dict(os.environ, **LOOPBACK), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.time() + 120
+    while killed is None and time.time() < deadline and running.poll() is None:
+        for pid in _task_workers():
+            os.kill(pid, signal.SIGKILL)
+            killed = pid
+            break
+        time.sleep(0.2)
+    out, err = running.communicate(timeout=300)
+    assert killed is not None, err
+    assert running.returncode == 0, err
+    assert "a node was lost during the eval" in err and "retrying it once" in err
+    [report] = _lines(out)
+    from hills import signing, trust
+
+    assert report["status"] == "passing" and signing.verify(report, trust.machine_keys(), trust.trusted()).ok
+    after, _ = _entries(hill_dir)
+    new = after[len(before):]
+    lost = [entry["cluster"] for entry in new if entry.get("cluster", {}).get("event") == "lost"]
+    assert len(lost) == 1 and lost[0]["submission"] == str(folder) and lost[0]["attempt"] == 1
+    assert "WorkerCrashedError" in lost[0]["reason"] or "died" in lost[0]["reason"].lower()
+    assert [entry["report"]["run_id"] for entry in new if "report" in entry] == [report["run_id"]]
+
+
+def _task_workers():
+    """Pids of Ray workers running the eval task (Ray names the process
+    after the task it runs)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if handle.read().startswith(b"ray::node_eval"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_tune_runs_its_trials_on_the_cluster(cluster, node_key, tmp_path):
+    head, _ = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    folder = submission(tmp_path / "knobs", {"score.txt": "1\n", "params.json": json.dumps(
+        {"width": {"type": "int", "low": 1, "high": 8, "default": 2}})})
+    result = run_bin("hills", "tune", folder, "-H", NAME, "--budget", "3", "--seed", "1", "--on", head.address,
+                     "--workers", "2", "--json", env=dict(os.environ, **LOOPBACK), timeout=300)
+    assert result.code == 0, result.output
+    tuned = json.loads(result.out)
+    assert [trial["status"] for trial in tuned["trials"]] == ["passing"] * 3
+    assert tuned["best"]["report"]["trial"] == tuned["best"]["knobs"]
+    from hills import signing, trust
+
+    assert signing.verify(tuned["best"]["report"], trust.machine_keys(), trust.trusted()).signer == "node-1"
+
+
+def test_a_gpu_hill_asks_for_a_gpu_the_cluster_lacks(cluster, module_machine, tmp_path):
+    head, _ = cluster
+    make_hill("needs-gpu", SLOW_EVAL, exclusive="gpu")
+    folder = submission(tmp_path / "g", {"score.txt": "1\n"})
+    result = run_bin("hills", "eval", folder, "-H", "needs-gpu", "--on", head.address,
+                     env=dict(os.environ, **LOOPBACK), timeout=120)
+    assert result.code == 4, result.output
+    assert "needs a GPU for each eval (exclusive: gpu)" in result.error_lines[0]
+
+
+def test_a_node_sharing_the_heads_machine_state_is_refused(cluster):
+    head, _ = cluster
+    # The task as Ray runs it on the node, told the head's machine state is
+    # the node's own: it refuses before it touches anything.
+    script = (f"import json, os, ray\nfrom hills import cluster\n"
+              f"ray.init(address='127.0.0.1:{head.port}', log_to_driver=False)\n"
+              f"task = ray.remote(cluster.node_eval)\n"
+              f"head = {{'host': os.uname().nodename, 'home': {str(os.path.realpath(head.node_home))!r}}}\n"
+              f"print(json.dumps(ray.get(task.remote('x', '0' * 40, [], b'', [], head))))\n")
+    done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **LOOPBACK), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["exit_code"] == 4 and "shares the head's machine state" in answer["error"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--on", "slurm"], "expected 'ray' or 'ray://HOST:PORT'"),
+    (["--workers", "2"], "--workers needs --on"),
+    (["--on", "ray://127.0.0.1:1", "--current"], "--current cannot be combined with --on"),
+])
+def test_bad_cluster_options_are_usage_errors(cluster, tmp_path, argv, words):
+    folder = submission(tmp_path / "u", {"score.txt": "1\n"})
+    result = run_cli("eval", folder, "-H", NAME, *argv)
+    assert result.code == 2, result.output
+    assert words in result.error_lines[0]
+
+
+def test_without_ray_on_ray_says_how_to_install_it(project, monkeypatch, tmp_path):
+    make_hill("plain", SLOW_EVAL)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    folder = submission(tmp_path / "p", {"score.txt": "1\n"})
+    result = run_cli("eval", folder, "-H", "plain", "--on", "ray")
+    assert result.code == 4, result.output
+    assert "--on ray needs Ray, which is not installed" in result.error_lines[0]
+    assert "pip install 'hills[ray]'" in result.err
