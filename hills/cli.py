@@ -38,6 +38,7 @@ SUMMARIES = {
     "attempts": "Show a hill version's attempts, its best reports and its log's state.",
     "rank": "Rank report files (or a hill's logged reports) within comparable groups.",
     "setup": "Set up what hills needs once per machine or project.",
+    "serve": "Run the evaluation service in the foreground, as the service user.",
     "help": "Show the manual of a command, or of hills itself.",
 }
 # Standalone names and the verb each one is.

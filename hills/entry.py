@@ -25,6 +25,9 @@ def main() -> None:
     if program.endswith(".py"):  # python -m hills, or a script by path
         program = "hills"
     args = sys.argv[1:]
+    remote = _through_service(program, args)
+    if remote is not None:
+        sys.exit(remote)
     fast = _fast_path(program, args)
     if fast is not None and _fast_verb(program, args) in LEAVE_AT_ONCE and _flushed():
         # Without the interpreter's teardown: an eval has loaded about 150
@@ -48,9 +51,34 @@ def _flushed() -> bool:
 
 
 def run(program: str, args: list[str]) -> int:
-    """The exit code of `program` run on `args`."""
+    """The exit code of `program` run on `args`: through the evaluation
+    service when this CLI uses one and the verb is one it answers."""
+    remote = _through_service(program, args)
+    if remote is not None:
+        return remote
+    return run_here(program, args)
+
+
+def run_here(program: str, args: list[str]) -> int:
+    """The exit code of `program` run on `args` in this process."""
     fast = _fast_path(program, args)
     return fast if fast is not None else _slow(program, args)
+
+
+def _through_service(program: str, args: list[str]) -> int | None:
+    """The exit code of a call sent to the evaluation service, or None
+    when it runs here (no service, or a verb it does not answer)."""
+    from . import client
+
+    verb = client.remote_verb(program, args)
+    if verb is None:
+        return None
+    socket_path = client.service_socket()
+    if socket_path is None:
+        return None
+    from . import commands
+
+    return commands.run(lambda: client.call(socket_path, verb, args))
 
 
 def _slow(program: str, args: list[str]) -> int:

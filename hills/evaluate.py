@@ -23,7 +23,7 @@ from collections.abc import Mapping
 # state.copy_tree's.
 # command (the command shape's) and sdk (copied into the sdk folder once) are
 # imported where they are needed.
-from . import (chain, locks, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces, state,
+from . import (caller, chain, locks, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces, state,
                uvenv)
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
@@ -1046,7 +1046,7 @@ def _envelope(plan: EvalPlan, run_id: str) -> Report:
         "commit": None if current else plan.head, "submission_hash": None, "submission_git": None, "passed": False,
         "status": "buggy", "reason": None, "config": [], "metrics": [], "details": {}, "params": plan.params,
         "final": bool(req.final), "official": plan.official, "official_reason": plan.official_reason,
-        "forced": plan.forced, "trust": "evaluator", "tool": report_module.tool_identity(),
+        "forced": plan.forced, "trust": caller.trust(), "user": caller.user(), "tool": report_module.tool_identity(),
         "timestamp": report_module.timestamp(), "report_version": report_module.REPORT_VERSION, "run_id": run_id,
         "replicates": 0, "corpus": plan.corpus,
     }

@@ -73,8 +73,15 @@ def working_manifest(hill_dir: str) -> dict:
     return spec
 
 
+# Set by the evaluation service: the one `.hills` folder it finds hills
+# in, so that a `.hills` planted above its working folder is never one.
+ONLY_HILLS_DIR: str | None = None
+
+
 def project_hills_dirs(start: str | None = None) -> list[str]:
     """Every `.hills` folder at or above `start` (the cwd), nearest first."""
+    if ONLY_HILLS_DIR is not None:
+        return [ONLY_HILLS_DIR] if os.path.isdir(ONLY_HILLS_DIR) else []
     current = os.path.abspath(start or os.getcwd())
     found = []
     while True:

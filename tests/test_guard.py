@@ -124,7 +124,7 @@ def test_bin_holds_the_multicall_script_and_a_symlink_per_name():
 # ---------------------------------------------------------------- man pages
 
 # The file formats, each documented in section 5.
-FORMATS = {"hill.yaml.5", "hills-lock.5", "hills-report.5"}
+FORMATS = {"hill.yaml.5", "hills-lock.5", "hills-report.5", "hills-service.5"}
 
 
 def _section(source, title):

@@ -21,3 +21,5 @@ def command() -> None:
 
 from .setup_skill import command as skill_command  # noqa: E402  (after the group it joins)
 command.add_command(skill_command)
+from .setup_service import command as service_command  # noqa: E402
+command.add_command(service_command)
