@@ -250,16 +250,16 @@ class Handler:
         except HillsError as exc:
             self._error(exc.message, exc.hint, exc.exit_code)
             return exc.exit_code
-        except Exception as exc:  # a bug: said to the client, the service goes on
+        except Exception as exc:  # a bug: said to the client and in the service's log; the service goes on
+            import traceback
+
+            traceback.print_exc(file=sys.__stderr__)
             self._error(f"internal error in the hills service: {type(exc).__name__}: {exc}", None, 3)
             return 3
         finally:
             if self.folder:
                 shutil.rmtree(self.folder, ignore_errors=True)
-            try:
-                self.sock.close()
-            except OSError:
-                pass
+            _close(self.sock)
 
     def _error(self, message: str, hint: str | None, code: int) -> None:
         if self.conn.peer_gone:
@@ -329,6 +329,22 @@ class Handler:
             except protocol.Closed:
                 pass
         return code
+
+
+def _close(sock: socket.socket) -> None:
+    """Close a connection so that the client reads the last record: the
+    bytes it sent that were not read (a refused request's) are drained
+    first, briefly, as a close with unread bytes resets the connection."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(0.5)
+        drained = 0
+        while drained < protocol.DATA_CAP and (chunk := sock.recv(65536)):
+            drained += len(chunk)
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def _only_file(folder: str) -> str:

@@ -126,6 +126,8 @@ class Machine:
         patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
         patch.setenv("GIT_CONFIG_GLOBAL", str(self.gitconfig))
         patch.setenv("UV_CACHE_DIR", str(self.uv_cache))
+        # Same-user mode, whatever evaluation service this machine runs.
+        patch.setenv("HILLS_SERVICE", "off")
         for name, value in IDENTITY.items():
             patch.setenv(name, value)
         # The hook calls `hills` from PATH: the checkout's bin/ comes first.

@@ -1,0 +1,241 @@
+"""A real evaluation service for tests that need root: users made with
+useradd, `hills setup service` run as root, `hills serve` started as the
+service user, and every caller acting through runuser with an
+environment of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ("useradd", "userdel", "runuser")
+
+
+def _traversable(path: str) -> bool:
+    """Whether every folder above `path` lets any user through."""
+    current = os.path.dirname(path)
+    while current not in ("/", ""):
+        if not os.stat(current).st_mode & 0o001:
+            return False
+        current = os.path.dirname(current)
+    return True
+
+
+def python_for_others() -> tuple[list[str], dict[str, str]] | None:
+    """An interpreter other users can start that imports this checkout of
+    hills and its dependencies: this one, or the system's of the same
+    version with the environment's packages on PYTHONPATH."""
+    real = os.path.realpath(sys.executable)
+    packages = sysconfig.get_paths()["purelib"]
+    if _traversable(real) and _traversable(packages + "/x"):
+        return [sys.executable], {"PYTHONPATH": str(REPO_ROOT)}
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if os.path.exists(system) and _traversable(packages + "/x") and _traversable(str(REPO_ROOT / "x")):
+        return [system], {"PYTHONPATH": f"{REPO_ROOT}:{packages}"}
+    return None
+
+
+def skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the service tests create users and run as them: they need root"
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        return f"the service tests need {', '.join(missing)} (util-linux, passwd)"
+    if python_for_others() is None:
+        return ("no interpreter other users can start imports hills here (this one lies in a folder only "
+                "root may enter, and there is no system python of the same version)")
+    return None
+
+
+needs_root = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def report(self) -> dict:
+        return json.loads(self.out)
+
+
+def make_user(name: str) -> str:
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    return name
+
+
+def remove_user(name: str) -> None:
+    subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def home_of(user: str) -> str:
+    import pwd
+
+    return pwd.getpwnam(user).pw_dir
+
+
+class Service:
+    """One service and its users, under `base`."""
+
+    def __init__(self, base: Path) -> None:
+        tag = uuid.uuid4().hex[:5]
+        self.base = base
+        self.user = f"hsv{tag}"
+        self.admin = f"hsa{tag}"
+        self.climber = f"hsc{tag}"
+        self.outsider = f"hso{tag}"
+        self.state = base / "state"
+        self.socket = base / "run" / "hills.sock"
+        self.client_config = base / "etc" / "service.json"
+        self.process: subprocess.Popen | None = None
+        python = python_for_others()
+        assert python is not None
+        self.python, self.python_env = python
+
+    def env(self, user: str, **extra: str) -> dict[str, str]:
+        home = home_of(user)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
+               "HILLS_SERVICE_CONFIG": str(self.client_config), "HILLS_HOME": f"{home}/hills-home",
+               "GIT_AUTHOR_NAME": "Hills Test", "GIT_AUTHOR_EMAIL": "test@hills.invalid",
+               "GIT_COMMITTER_NAME": "Hills Test", "GIT_COMMITTER_EMAIL": "test@hills.invalid",
+               "GIT_CONFIG_NOSYSTEM": "1", **self.python_env}
+        env.update(extra)
+        return env
+
+    def argv(self, user: str, argv: list[str], **extra: str) -> list[str]:
+        env = [f"{key}={value}" for key, value in self.env(user, **extra).items()]
+        return ["runuser", "-u", user, "--", "env", "-i", *env, *argv]
+
+    def hills(self, user: str, *args: str, cwd: str | None = None, input: str | None = None,
+              timeout: float = 180, **extra: str) -> Run:
+        """`hills ARGS` as `user`, from its home (or `cwd`)."""
+        done = subprocess.run(self.argv(user, [*self.python, "-m", "hills", *args], **extra),
+                              cwd=cwd or home_of(user), input=input, capture_output=True, text=True,
+                              timeout=timeout)
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    def shell(self, user: str, script: str, **extra: str) -> Run:
+        done = subprocess.run(self.argv(user, ["/bin/sh", "-c", script], **extra), cwd=home_of(user),
+                              capture_output=True, text=True, timeout=120)
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    def start(self) -> None:
+        log = open(self.base / "serve.log", "ab")
+        self.process = subprocess.Popen(
+            self.argv(self.user, [*self.python, "-m", "hills", "serve", "--state", str(self.state)],
+                      HOME=str(self.state), HILLS_HOME=""),
+            cwd="/", stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not self.socket.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("hills serve did not start: " + (self.base / "serve.log").read_text())
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def log_lines(self, hill: str) -> list[dict]:
+        """The service's attempts log lines of a hill's committed versions (root reads them)."""
+        lines = []
+        for folder in sorted((self.state / "home" / "state").glob(f"{hill}@*")):
+            log = folder / "attempts.jsonl"
+            if log.exists():
+                for line in log.read_text().splitlines():
+                    if line.endswith("}"):
+                        lines.append(json.loads(line))
+        return lines
+
+
+# The evaluator of the service tests' hills: it reads the held-out secret
+# (so it scores only where the vault is), scores answer.txt, and with a
+# file `sleep` in the submission sleeps that many seconds first.
+EVALUATOR = '''\
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def eval(submission, *, final=False):
+    submission = Path(submission)
+    secret = (HERE / "private" / "secret.txt").read_text()
+    pause = submission / "sleep"
+    if pause.exists():
+        time.sleep(float(pause.read_text() or "1"))
+    value = float((submission / "answer.txt").read_text())
+    config = [{"name": "mode", "value": "holdout" if final else "validation", "primary": True}]
+    return {"passed": True, "metrics": [{"name": "value", "value": value, "direction": "max"}],
+            "config": config, "details": {"secret_words": len(secret.split())}}
+'''
+
+
+HILL_TEST = '''\
+from pathlib import Path
+
+import eval as evaluator
+
+
+def test_the_example_scores(tmp_path):
+    (tmp_path / "answer.txt").write_text("3")
+    assert evaluator.eval(tmp_path)["metrics"][0]["value"] == 3
+'''
+
+
+def make_hill(service: Service, user: str, name: str, budget: int | None = None,
+              extra_env: dict[str, str] | None = None) -> Run:
+    """Create hill `name` as `user` in its project and commit it (through
+    the service when `extra_env` leaves it on)."""
+    project = Path(home_of(user)) / "project"
+    extra_env = extra_env or {}
+    made = service.shell(user, f"mkdir -p {project} && cd {project} && "
+                               f"{' '.join(service.python)} -m hills new {name}", **extra_env)
+    assert made.code == 0, made.err
+    hill = project / ".hills" / name
+    (hill / "README.md").write_text(f"# {name}\n\nWrite a number in answer.txt; larger is better.\n")
+    (hill / "eval.py").write_text(EVALUATOR)
+    for test in (hill / "tests").glob("test_*.py"):
+        test.unlink()
+    (hill / "tests" / "test_eval.py").write_text(HILL_TEST)
+    private = hill / "private"
+    private.mkdir(exist_ok=True)
+    (private / "secret.txt").write_text("the held-out phrase is quartz-lantern-9137 and nothing else\n")
+    if budget is not None:
+        with open(hill / "hill.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"final:\n  budget: {budget}\n")
+    subprocess.run(["chown", "-R", f"{user}:{user}", str(hill)], check=True)
+    return service.hills(user, "commit", name, "-m", "first", cwd=str(project), **extra_env)
+
+
+def submission(service: Service, user: str, name: str, answer: str = "7", sleep: float | None = None) -> str:
+    folder = Path(home_of(user)) / name
+    folder.mkdir(exist_ok=True)
+    (folder / "answer.txt").write_text(answer + "\n")
+    if sleep is not None:
+        (folder / "sleep").write_text(str(sleep))
+    subprocess.run(["chown", "-R", f"{user}:{user}", str(folder)], check=True)
+    return str(folder)
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text)

@@ -1,0 +1,320 @@
+"""The evaluation service, attacked as the climber would: a real service
+under its own user, an admin and a climber made with useradd, each acting
+through runuser. Every attack that the service stops has a control beside
+it showing the same attack succeeding in same-user mode. Without root
+these tests skip, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from service_fixtures import (Service, home_of, make_hill, make_user, needs_root, remove_user, submission)
+
+pytestmark = needs_root
+
+DEMO, PEEK, CRASH = "vaulted", "peek", "crash"
+
+
+@pytest.fixture(scope="module")
+def service():
+    # A folder of its own, not pytest's: every user must reach the socket
+    # through its parents, and a concurrent pytest prunes its old ones.
+    base = Path(tempfile.mkdtemp(prefix="hills-service-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    svc = Service(base)
+    for user in (svc.admin, svc.climber, svc.outsider):
+        make_user(user)
+    try:
+        done = subprocess.run(
+            ["env", f"HILLS_SERVICE_CONFIG={svc.client_config}",
+             f"HILLS_SYSTEMD_RUNNING={base / 'no-systemd'}", *svc.python, "-m", "hills", "setup", "service",
+             "--user", svc.user, "--state", str(svc.state), "--socket", str(svc.socket),
+             "--admin", svc.admin, "--climber", svc.climber],
+            capture_output=True, text=True, env={**os.environ, **svc.python_env})
+        assert done.returncode == 0, done.stderr
+        svc.start()
+        for name, budget in ((DEMO, None), (PEEK, 1), (CRASH, 1)):
+            committed = make_hill(svc, svc.admin, name, budget)
+            assert committed.code == 0, committed.err
+        yield svc
+    finally:
+        svc.stop()
+        for user in (svc.admin, svc.climber, svc.outsider, svc.user):
+            remove_user(user)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def same_user(**extra: str) -> dict[str, str]:
+    return {"HILLS_SERVICE": "off", **extra}
+
+
+# ------------------------------------------------------------ evals and reports
+
+def test_a_climber_evaluates_through_the_service_and_the_report_says_so(service):
+    folder = submission(service, service.climber, "sub")
+    result = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
+    assert result.code == 0, result.err
+    report = result.report
+    assert report["trust"] == "service" and report["user"] == service.climber
+    assert report["passed"] and report["details"]["secret_words"] == 8
+    # The service's copy scored it: the climber's folder is nowhere in it.
+    assert folder not in json.dumps(report)
+
+
+def test_same_user_reports_say_same_user_and_the_local_user(service):
+    made = make_hill(service, service.climber, "own", extra_env=same_user())
+    assert made.code == 0, made.err
+    folder = submission(service, service.climber, "sub-own")
+    result = service.hills(service.climber, "eval", folder, "-H", "own", "--json",
+                           cwd=str(Path(home_of(service.climber)) / "project"), **same_user())
+    assert result.code == 0, result.err
+    assert result.report["trust"] == "same-user" and result.report["user"] == service.climber
+
+
+def test_the_admin_may_delete_private_after_commit_and_evals_still_score(service):
+    private = Path(home_of(service.admin)) / "project" / ".hills" / DEMO / "private"
+    subprocess.run(["rm", "-rf", str(private)], check=True)
+    folder = submission(service, service.climber, "sub-after")
+    result = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
+    assert result.code == 0, result.err
+    assert result.report["details"]["secret_words"] == 8
+
+
+def test_verify_offline_and_with_openssh_alone(service, tmp_path):
+    folder = submission(service, service.climber, "sub-verify")
+    report = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
+    assert report.code == 0, report.err
+    path = Path(home_of(service.climber)) / "report.json"
+    path.write_text(report.out)
+    through = service.hills(service.climber, "verify", str(path))
+    assert through.code == 0 and "valid" in through.err + through.out
+    key = service.hills(service.climber, "key")
+    assert key.code == 0 and key.out.startswith("ssh-ed25519 ")
+    # Offline, on the climber's own machine state, with nothing but the public key.
+    offline_env = same_user()
+    unknown = service.hills(service.climber, "verify", str(path), **offline_env)
+    assert unknown.code == 1
+    assert service.hills(service.climber, "trust", "add", "service", key.out.strip(), **offline_env).code == 0
+    offline = service.hills(service.climber, "verify", str(path), **offline_env)
+    assert offline.code == 0, offline.err
+    export = Path(home_of(service.climber)) / "export"
+    exported = service.hills(service.climber, "verify", "--export", str(export), str(path), **offline_env)
+    assert exported.code == 0, exported.err
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen (openssh-client) is not installed")
+    principal = (export / "allowed_signers").read_text().split()[0]
+    with open(export / "message", "rb") as message:
+        checked = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(export / "allowed_signers"), "-I",
+                                  principal, "-n", "hills-report", "-s", str(export / "report.sig")],
+                                 stdin=message, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_an_edited_service_report_is_invalid(service):
+    folder = submission(service, service.climber, "sub-edit")
+    report = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json").report
+    report["metrics"][0]["value"] = 1e9
+    path = Path(home_of(service.climber)) / "edited.json"
+    path.write_text(json.dumps(report))
+    checked = service.hills(service.climber, "verify", str(path))
+    assert checked.code == 1 and "INVALID" in checked.out + checked.err
+
+
+# ------------------------------------------------------------ refusals by role
+
+def test_a_climber_is_refused_commit_and_pin(service):
+    for args in (("pin", DEMO), ("commit", DEMO, "-m", "mine")):
+        refused = service.hills(service.climber, *args)
+        assert refused.code == 1
+        assert f"'hills {args[0]}' is for the service's admins; user '{service.climber}' is a climber" in refused.err
+
+
+def test_control_a_same_user_climber_pins_its_own_edited_evaluator(service):
+    project = str(Path(home_of(service.climber)) / "project")
+    if not (Path(project) / ".hills" / "own").exists():
+        assert make_hill(service, service.climber, "own", extra_env=same_user()).code == 0
+    pinned = service.hills(service.climber, "pin", "own", cwd=project, **same_user())
+    assert pinned.code == 0, pinned.err
+
+
+def test_the_admin_pins_through_the_service(service):
+    pinned = service.hills(service.admin, "pin", DEMO)
+    assert pinned.code == 0, pinned.err
+    assert "approved tree" in pinned.err
+
+
+def test_a_user_who_is_neither_is_refused(service):
+    refused = service.hills(service.outsider, "list")
+    assert refused.code == 1
+    assert f"user '{service.outsider}'" in refused.err and "neither an admin nor a climber" in refused.err
+
+
+def test_arguments_that_name_the_services_places_are_refused(service):
+    key = str(service.state / "home" / "key")
+    for args, words in ((("show", key), "looks like a path"),
+                        (("eval", "x", "-H", "../../state"), "looks like a path"),
+                        (("attempts", ".."), "looks like a path")):
+        refused = service.hills(service.climber, *args)
+        assert refused.code == 2, (args, refused.err)
+        assert words in refused.err
+
+
+def test_the_climber_cannot_read_the_key_the_vault_or_private_data(service):
+    for path in (service.state / "home" / "key", service.state / "home" / "vault",
+                 service.state / "project" / ".hills" / DEMO / "private" / "secret.txt"):
+        read = service.shell(service.climber, f"cat '{path}' || ls '{path}'")
+        assert read.code != 0 and "Permission denied" in read.err
+    # Control: in same-user mode the climber's shell reads its own key.
+    service.hills(service.climber, "key", **same_user())
+    own = service.shell(service.climber, "cat ~/hills-home/key")
+    assert own.code == 0 and "PRIVATE KEY" in own.out
+
+
+def test_the_climber_cannot_delete_the_services_logs(service):
+    gone = service.shell(service.climber, f"rm -rf '{service.state}/home/state'")
+    assert gone.code != 0
+    assert service.log_lines(DEMO)
+
+
+# ------------------------------------------------------------ no hidden attempts
+
+def _wait_for(condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_killing_the_client_mid_final_eval_neither_stops_nor_hides_it(service):
+    folder = submission(service, service.climber, "sub-peek", answer="9", sleep=3)
+    client = subprocess.Popen(service.argv(service.climber, [*service.python, "-m", "hills", "eval", folder,
+                                                            "-H", PEEK, "--final"]),
+                              cwd=home_of(service.climber), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    assert _wait_for(lambda: any("started" in line for line in service.log_lines(PEEK)))
+    os.killpg(client.pid, signal.SIGKILL)
+    client.wait()
+    assert _wait_for(lambda: any("report" in line for line in service.log_lines(PEEK)))
+    outcome = [line for line in service.log_lines(PEEK) if "report" in line][-1]["report"]
+    assert outcome["final"] and outcome["status"] == "passing" and outcome["user"] == service.climber
+    attempts = service.hills(service.climber, "attempts", PEEK)
+    assert attempts.code == 0 and "ABANDONED" not in attempts.out + attempts.err
+    again = service.hills(service.climber, "eval", folder, "-H", PEEK, "--final")
+    assert again.code == 5 and "budget" in again.err and "spent" in again.err
+
+
+def test_control_a_same_user_climber_deletes_its_log_and_gets_the_budget_back(service):
+    project = str(Path(home_of(service.climber)) / "project")
+    hill = Path(project) / ".hills" / "peeky"
+    if not hill.exists():
+        assert make_hill(service, service.climber, "peeky", budget=1, extra_env=same_user()).code == 0
+    folder = submission(service, service.climber, "sub-peeky")
+    first = service.hills(service.climber, "eval", folder, "-H", "peeky", "--final", cwd=project, **same_user())
+    assert first.code == 0, first.err
+    spent = service.hills(service.climber, "eval", folder, "-H", "peeky", "--final", cwd=project, **same_user())
+    assert spent.code == 5
+    assert service.shell(service.climber, "rm -rf ~/hills-home/state/peeky@*").code == 0
+    again = service.hills(service.climber, "eval", folder, "-H", "peeky", "--final", cwd=project, **same_user())
+    assert again.code == 0, again.err  # the budget came back: what the service closes
+
+
+def test_a_crashed_service_process_leaves_an_abandoned_eval_that_counts(service):
+    folder = submission(service, service.climber, "sub-crash", sleep=30)
+    client = subprocess.Popen(service.argv(service.climber, [*service.python, "-m", "hills", "eval", folder,
+                                                            "-H", CRASH, "--final"]),
+                              cwd=home_of(service.climber), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert _wait_for(lambda: any("started" in line for line in service.log_lines(CRASH)))
+    started = [line for line in service.log_lines(CRASH) if "started" in line][-1]["started"]
+    os.kill(started["pid"], signal.SIGKILL)  # the service's process answering this connection
+    client.wait(30)
+    assert client.returncode != 0
+    attempts = service.hills(service.climber, "attempts", CRASH)
+    assert "ABANDONED" in attempts.out + attempts.err, attempts.out + attempts.err
+    again = service.hills(service.climber, "eval", submission(service, service.climber, "sub-crash-2"),
+                          "-H", CRASH, "--final")
+    assert again.code == 5 and "spent" in again.err
+    # The service itself goes on answering.
+    assert service.hills(service.climber, "list").code == 0
+
+
+def test_sixteen_concurrent_climber_evals_all_land_with_the_chain_intact(service):
+    folders = [submission(service, service.climber, f"sub-many-{index}", answer=str(index)) for index in range(16)]
+    before = len([line for line in service.log_lines(DEMO) if "report" in line])
+    results: list = [None] * 16
+
+    def one(index: int) -> None:
+        results[index] = service.hills(service.climber, "eval", folders[index], "-H", DEMO, "--json")
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(result.code == 0 for result in results), [r.err for r in results if r.code]
+    values = sorted(result.report["metrics"][0]["value"] for result in results)
+    assert values == [float(index) for index in range(16)]
+    after = len([line for line in service.log_lines(DEMO) if "report" in line])
+    assert after - before == 16
+    attempts = service.hills(service.climber, "attempts", DEMO)
+    assert attempts.code == 0 and "chain intact" in attempts.out + attempts.err
+
+
+# ------------------------------------------------------------ the protocol under abuse
+
+def _raw(service: Service, payload: bytes, read_timeout: float = 30.0) -> bytes:
+    """What the service answers a connection that sends `payload` (as root,
+    who is no caller of the service: only framing is at stake here)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(service.socket))
+    sock.settimeout(read_timeout)
+    if payload:
+        sock.sendall(payload)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    finally:
+        sock.close()
+    return b"".join(chunks)
+
+
+def _error_of(answer: bytes) -> dict:
+    kind, length = struct.unpack(">cI", answer[:5])
+    assert kind == b"R"
+    record = json.loads(answer[5:5 + length])
+    assert record["type"] == "error"
+    return record
+
+
+def test_malformed_oversized_and_slow_requests_are_refused_without_harming_others(service):
+    garbage = _error_of(_raw(service, b"GET / HTTP/1.0\r\n\r\n"))
+    assert "unknown frame kind" in garbage["message"]
+    huge = _error_of(_raw(service, struct.pack(">cI", b"R", 1 << 30)))
+    assert "over the protocol's" in huge["message"]
+    not_json = _error_of(_raw(service, struct.pack(">cI", b"R", 3) + b"{{{"))
+    assert "not JSON" in not_json["message"]
+    body = json.dumps({"type": "request", "version": 99, "verb": "list", "argv": []}).encode()
+    old = _error_of(_raw(service, struct.pack(">cI", b"R", len(body)) + body))
+    assert "version 99" in old["message"]
+    slow: dict = {}
+    slow_thread = threading.Thread(target=lambda: slow.update(answer=_raw(service, b"")))
+    slow_thread.start()
+    # While the slow one waits, others are answered.
+    folder = submission(service, service.climber, "sub-slow")
+    assert service.hills(service.climber, "eval", folder, "-H", DEMO).code == 0
+    slow_thread.join(40)
+    assert "too slow" in _error_of(slow["answer"])["message"]
