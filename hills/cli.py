@@ -37,6 +37,7 @@ SUMMARIES = {
     "chain": "Append to, verify or show any signed, chained log file.",
     "attempts": "Show a hill version's attempts, its best reports and its log's state.",
     "rank": "Rank report files (or a hill's logged reports) within comparable groups.",
+    "journal": "Write a hill's climb as one HTML page: plots, attempts, reasons, the best.",
     "setup": "Set up what hills needs once per machine or project.",
     "serve": "Run the evaluation service in the foreground, as the service user.",
     "help": "Show the manual of a command, or of hills itself.",

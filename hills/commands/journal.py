@@ -1,0 +1,51 @@
+"""`hills journal`: a hill's climb as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors
+from .options import CONTEXT, hill_argument
+from .output import emit, say
+
+
+@click.command("journal", context_settings=CONTEXT)
+@hill_argument
+@click.option("-o", "--output", metavar="FILE", help="Write the page to FILE instead of standard output.")
+def command(name: str, output: str | None) -> int:
+    """Write a hill's climb as one HTML page: plots, attempts, reasons, the best.
+
+    Reads the attempts log of every version of the hill, checks each
+    report's signature, and draws the score over attempts with the best so
+    far per comparable group and the replicate spread, then lists every
+    attempt with its status, reason, unit tests, officialness and signature,
+    and the best submission's instances against the previous best. The page
+    loads nothing: its plots are inline SVG. Exits 1 when a report's
+    signature is INVALID or a log's chain is broken (the page still says so).
+    """
+    import os
+
+    from .. import hill, journal
+
+    target = hill.resolve(name)
+    if output is not None:
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            raise errors.UsageError(f"cannot write the journal to '{output}': folder '{folder}' does not exist")
+    found = journal.collect(target)
+    page = journal.render(found)
+    if output is None:
+        emit(page.rstrip("\n"))
+    else:
+        from ..state import atomic_write
+
+        atomic_write(output, page)
+        say(f"{target.name}: {len(found.attempts)} attempt(s) written to {output}")
+    broken = [c for c in found.chains if not c["ok"]]
+    invalid = [a for a in found.attempts if not a.verified]
+    for chain in broken:
+        say(f"warning: the attempts log of {(chain['tree_hash'] or '')[:12]} is broken at line {chain['break_line']}")
+    if invalid:
+        say(f"warning: {len(invalid)} report(s) with an INVALID signature: "
+            + ", ".join(f"#{a.number}" for a in invalid[:10]))
+    return errors.EXIT_NO if broken or invalid else errors.EXIT_OK
