@@ -13,6 +13,7 @@ from .errors import HillsError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 SHIM = os.path.join(os.path.dirname(__file__), "shim.py")
@@ -55,10 +56,36 @@ def bind(python: str, hill_dir: str, entry: str, params: dict[str, Any]) -> dict
         return {"ok": False, "error": (done.stderr.strip() or "the shim printed nothing")[-500:]}
 
 
-def run_checks(hill_dir: str, tests: bool = True) -> list[Result]:
+# The checks in the order run_checks runs them: the next one's name is
+# what a progress line shows while it runs.
+ORDER = ("manifest", "layout", "readme", "answer leak", "dependencies", "environment", "evaluator contract",
+         "tests", "isolation", "leak probe", "cheat corpus")
+
+
+class _Told(list["Result"]):
+    """The results so far, each handed to `tell` as it is appended, so a
+    caller prints a check's line the moment it finishes."""
+
+    def __init__(self, tell: Callable[[Result], object] | None) -> None:
+        super().__init__()
+        self.tell = tell
+
+    def append(self, result: Result) -> None:
+        super().append(result)
+        if self.tell is not None:
+            self.tell(result)
+
+
+def next_check(done: str) -> str | None:
+    """The check that runs after the one named `done`, if any."""
+    index = ORDER.index(done) + 1 if done in ORDER else len(ORDER)
+    return ORDER[index] if index < len(ORDER) else None
+
+
+def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], object] | None = None) -> list[Result]:
     """Run every check in order; later checks are skipped once one fails that
-    they depend on. Returns a list of Result."""
-    results = []
+    they depend on. Returns a list of Result; `tell` gets each as it finishes."""
+    results: list[Result] = _Told(tell)
     name = os.path.basename(hill_dir)
     from . import manifest  # not at import: a remembered gate needs no parser
 

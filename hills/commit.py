@@ -84,11 +84,9 @@ def commit(hill: hill_module.Hill, message: str, gate: bool = True,
         cache = locks.StatCache(hill.path)
         listing = None
         if gate:
-            verdict = gate_module.run(hill, cache)
+            # Each check's line as it finishes: a slow hill's tests take minutes.
+            verdict = gate_module.run(hill, cache, tell=progress)
             results, failed, listing = verdict.results, verdict.failed, verdict.listing
-            if progress:
-                for result in results:
-                    progress(result)
             if failed:
                 # Same words as the pre-commit hook, so both paths name the broken key or file.
                 raise Refused(f"hill '{hill.name}' failed check '{failed[0].name}': "

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 # state.copy_tree's.
 # command (the command shape's) and sdk (copied into the sdk folder once) are
 # imported where they are needed.
-from . import (caller, chain, locks, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces, state,
-               uvenv)
+from . import (caller, chain, locks, progress, replicates, report as report_module, runner, sandbox, signing, snapshot,
+               spaces, state, uvenv)
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
 from .git import lineage
@@ -1174,6 +1174,7 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     expected = _prepare_hill(plan, os.path.join(run_dir, "hill"), cache)
     envelope["submission_git"] = lineage(req.submission)
     envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
+    progress.header(say, envelope, req.submission, plan.spec.get("version"))
     ctx = build_context(plan, run_dir, expected, say)
     try:
         runs = _run_replicates(ctx, say, start)
@@ -1253,6 +1254,7 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
     else:
         assert plan.tree_hash is not None  # resolve() refused a hill without commits
         env_key = plan.tree_hash
+    progress.phase(say, "preparing the hill's environment")
     python = uvenv.ensure(hill.name, env_key, run_hill_dir, say=say)
     sdk_dir = sdk_path(say)
     level = sandbox.level_for(spec)
@@ -1284,7 +1286,9 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
             if start is not None:
                 start(ctx)
             run: RunResult | None = None
+            replicate = f"replicate {seed + 1} of {ctx.repeat}: " if ctx.repeat > 1 else ""
             if ctx.spec["solution"]:
+                progress.phase(say, replicate + "solution phase")
                 phase, run = run_solution(ctx, rep)
                 if phase.process is not None:
                     solution["runs"] += 1
@@ -1294,6 +1298,7 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
                 if phase.outputs_dir is not None:
                     scored = scoring_replicate(ctx, rep, phase.outputs_dir)
             if run is None:
+                progress.phase(say, replicate + "scoring")
                 run = run_function(ctx, scored) if ctx.spec["evaluator"]["shape"] == "function" \
                     else run_command(ctx, scored)
             duration += run.process.duration_s
@@ -1304,6 +1309,7 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
             assert run.core is not None  # a replicate that passed or failed was scored
             cores.append(run.core)
             if seed == 0 and ctx.spec["unit_tests"] and status == "passing":
+                progress.phase(say, "running the frozen unit tests")
                 tests = run_unit_tests(ctx, rep)
                 status, reason = tests.status, tests.reason
             if status != "passing":

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import stat as stat_module
+from collections.abc import Callable
 from typing import NamedTuple
 
 from . import check, hill as hill_module, locks, report, sandbox, state, uvenv
@@ -199,12 +200,13 @@ def _remember(path: str, key: str, results: list[check.Result], files: str | Non
         pass  # a machine state that cannot be written runs the checks next time, as before
 
 
-def run(hill: Hill, cache: locks.StatCache) -> Gate:
+def run(hill: Hill, cache: locks.StatCache, tell: Callable[[check.Result], object] | None = None) -> Gate:
     """Every check with the hill's tests, or their passing verdict when the
     same inputs passed before. A failure is never remembered: it runs again
     next time. A verdict is remembered only when the inputs after the run
     are the ones before it, so a file edited while the tests ran is judged
-    again."""
+    again. `tell` gets each check's result as it finishes, a remembered
+    verdict's all at once."""
     listing = listing_of(hill)
     key = gate_key(hill, cache, listing)
     path = _verdicts_path(hill)
@@ -217,8 +219,12 @@ def run(hill: Hill, cache: locks.StatCache) -> Gate:
 
             # The answer-leak scan reads private/, which the key leaves out:
             # its verdict is looked up by its own digest, or the scan runs.
-            return Gate(leakscan.refresh(hill.path, cache, listing, results), True, listing)
-    results = check.run_checks(hill.path, tests=True)
+            gate = Gate(leakscan.refresh(hill.path, cache, listing, results), True, listing)
+            if tell is not None:
+                for result in gate.results:
+                    tell(result)
+            return gate
+    results = check.run_checks(hill.path, tests=True, tell=tell)
     gate = Gate(results, False, None)
     if gate.failed:
         return gate

@@ -8,7 +8,7 @@ import click
 
 from .. import errors
 from .options import CONTEXT, hill_argument, json_option
-from .output import check_line, emit, emit_json
+from .output import check_line, check_teller, emit, emit_json
 
 if TYPE_CHECKING:
     from ..check import Result
@@ -31,21 +31,27 @@ def command(name: str, no_tests: bool, as_json: bool) -> int:
     Exits 1 when any fails.
     """
     from .. import check, hill
+    from ..progress import Progress, mode_for
 
     target = hill.resolve(name)
-    results = check.run_checks(target.path, tests=not no_tests)
+    # Each check's line on stdout as it finishes; on a terminal, the check
+    # running on a live line on stderr. --json prints only at the end.
+    with Progress(mode_for()) as shown:
+        shown.phase("check 'manifest'")
+        tell = None if as_json else check_teller(shown, emit)
+        results = check.run_checks(target.path, tests=not no_tests, tell=tell)
     failed = [r for r in results if r.status == "fail"]
     if as_json:
         emit_json({"hill": target.name, "passed": not failed, "checks": [r.as_dict() for r in results]})
     else:
-        render(target.name, results)
+        render(target.name, results, told=True)
     return errors.EXIT_NO if failed else errors.EXIT_OK
 
 
-def render(hill_name: str, results: list[Result]) -> None:
-    """One line per check, then the verdict."""
+def render(hill_name: str, results: list[Result], told: bool = False) -> None:
+    """One line per check (unless each was told as it finished), then the verdict."""
     failed = [r for r in results if r.status == "fail"]
-    for result in results:
+    for result in results if not told else ():
         emit(check_line(result))
     emit()
     emit(f"{hill_name}: " + ("all checks passed" if not failed else f"{len(failed)} check(s) failed"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import errors
 from . import fast
-from .output import check_line, emit, say
+from .output import check_teller, emit, say
 
 HELP = """Freeze a hill: gate, regenerate locks, record a commit.
 
@@ -27,8 +27,12 @@ def run(name: str, message: str) -> int:
     """The command: gate, lock and commit; the new version on stdout."""
     from .. import commit, hill
 
+    from ..progress import Progress, mode_for
+
     target = hill.resolve(name)
-    result = commit.commit(target, message, progress=lambda r: say(check_line(r)))
+    with Progress(mode_for()) as shown:
+        shown.phase("check 'manifest'")
+        result = commit.commit(target, message, progress=check_teller(shown, say))
     render(result)
     return errors.EXIT_OK
 

@@ -39,12 +39,17 @@ DECLARED = fast.Declared("eval", HELP, [
     fast.Option("knobs", "-k", "--knob", metavar="NAME=VALUE", multiple=True,
                 help="Set a knob the submission declares in params.json (repeatable); refused outside its range."),
     fast.Option("as_json", "--json", flag=True, help="Print the report as one line of JSON and no summary."),
+    fast.Option("summary_only", "--summary-only", flag=True,
+                help="Print no report on stdout (write it with -o FILE); the summary on stderr still."),
+    fast.Option("quiet", "-q", "--quiet", flag=True, help="Print neither progress nor the summary on stderr."),
+    fast.Option("progress", "--progress", flag=True,
+                help="Print a line per phase on stderr even when it is not a terminal."),
 ])
 
 
 def run(submission: str, hill_name: str, params: tuple[str, ...], final: bool, force: bool, current: bool,
         queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
-        knobs: tuple[str, ...]) -> int:
+        knobs: tuple[str, ...], summary_only: bool = False, quiet: bool = False, progress: bool = False) -> int:
     """The command: the report on stdout (and in FILE), the summary on stderr."""
     problem = errors.first_missing_dependency()
     if problem is not None:
@@ -56,23 +61,29 @@ def run(submission: str, hill_name: str, params: tuple[str, ...], final: bool, f
                                    queue=queue, verbose=verbose, repeat=repeat, knobs=tuple(knobs) or None)
     if output:
         _check_output_path(output)
-    outcome = evaluate.evaluate(request, say=say)
+    from ..progress import Progress, mode_for
+
+    # On a terminal the header comes first and a live line runs below it;
+    # elsewhere, phase lines only with --progress (hills-eval(1), PROGRESS).
+    with Progress(mode_for(quiet or as_json, progress, verbose), quiet_messages=quiet) as shown:
+        outcome = evaluate.evaluate(request, say=shown)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
-        _emit_report(outcome.report, output, as_json)
+        _emit_report(outcome.report, output, as_json, summary_only)
     if outcome.error is not None:
         raise outcome.error  # the refusal, interrupt or bug: said by the funnel like any other
-    if not as_json:
-        render(outcome.report, submission)
+    if not as_json and not quiet:
+        render(outcome.report, submission, headed=shown.headed)
     return outcome.exit_code
 
 
-def _emit_report(report: dict, output: str | None, as_json: bool) -> None:
+def _emit_report(report: dict, output: str | None, as_json: bool, summary_only: bool = False) -> None:
     text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
     if output:
         from .. import state
 
         state.atomic_write(output, text + "\n")
-    emit(text)
+    if not summary_only:
+        emit(text)
 
 
 def _check_output_path(output: str) -> None:
@@ -81,15 +92,17 @@ def _check_output_path(output: str) -> None:
         raise errors.UsageError(f"cannot write the report to '{output}': folder '{folder}' does not exist")
 
 
-def render(report: dict, submission: str) -> None:
-    """The summary of a report on stderr: verdict, metrics, config, why."""
+def render(report: dict, submission: str, headed: bool = False) -> None:
+    """The summary of a report on stderr: verdict, metrics, config, why;
+    the hill and the submission unless the header said them already."""
     from ..report import summary_line
 
-    tree = (report["tree_hash"] or "working tree")[:12]
-    say(f"{report['hill']} @ {tree}" + ("" if report["official"] else "  (unofficial)"))
-    say(f"  submission   {submission}")
-    if report.get("submission_hash"):
-        say(f"  hash         {report['submission_hash'][:27]}…")
+    if not headed:
+        tree = (report["tree_hash"] or "working tree")[:12]
+        say(f"{report['hill']} @ {tree}" + ("" if report["official"] else "  (unofficial)"))
+        say(f"  submission   {submission}")
+        if report.get("submission_hash"):
+            say(f"  hash         {report['submission_hash'][:27]}…")
     if report["params"]:
         say("  params       " + "  ".join(f"{k}={v}" for k, v in report["params"].items()))
     say(f"  {summary_line(report)}")

@@ -9,7 +9,10 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..check import Result
+    from ..progress import Progress
 
 
 def _write(stream_name: str, message: str) -> None:
@@ -33,6 +36,20 @@ def emit(message: str = "") -> None:
 
 def emit_json(value: object) -> None:
     emit(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def check_teller(shown: Progress, put: Callable[[str], object]) -> Callable[[Result], None]:
+    """What `check.run_checks` tells as each check finishes: its line,
+    through `put`, and on the live line the check now running."""
+    from ..check import next_check
+
+    def tell(result: Result) -> None:
+        shown.write(put, check_line(result))
+        following = next_check(result.name)
+        if following is not None:
+            shown.phase(f"check '{following}'")
+
+    return tell
 
 
 def check_line(result: Result) -> str:

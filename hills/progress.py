@@ -1,0 +1,176 @@
+"""Telling a person how long work is going: on a terminal, one live line on
+stderr (the phase and the seconds since it began) redrawn in place and
+cleared at the end; elsewhere plain phase lines when asked for, else
+nothing, so pipes, logs and --json output stay as they were. Free of
+click and of any import the eval path does not already pay for."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TextIO
+
+LIVE, LINES, OFF = "live", "lines", "off"
+# A phase shorter than this never shows on the live line: a quick eval
+# prints its header and summary and nothing flickers between them.
+SHOW_AFTER_S = 0.4
+REDRAW_S = 0.25
+CLEAR = "\r\x1b[K"
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+def mode_for(quiet: bool = False, asked: bool = False, verbose: bool = False,
+             stream: TextIO | None = None) -> str:
+    """`off` with -q; on a terminal `live` (plain `lines` while -v streams
+    the evaluator's output there, which a live line would cut into);
+    elsewhere `lines` when asked for (--progress), else `off`."""
+    if quiet:
+        return OFF
+    if is_terminal(stream if stream is not None else sys.stderr):
+        return LINES if verbose else LIVE
+    return LINES if asked else OFF
+
+
+class Progress:
+    """A `say` (call it with a message: printed as a line of its own, the
+    live line kept below it) that also keeps a phase: `phase(text)`
+    starts one, `header(lines)` prints what the work is before it starts,
+    and `close()` clears the live line. Every write goes to the stream of
+    the moment (sys.stderr, unless one was given)."""
+
+    def __init__(self, mode: str = OFF, stream: TextIO | None = None, quiet_messages: bool = False) -> None:
+        self.mode = mode
+        self._stream = stream
+        self._quiet_messages = quiet_messages
+        self._lock = threading.Lock()
+        self._phase: str | None = None
+        self._phase_started = 0.0
+        self._started = time.monotonic()
+        self._shown = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.headed = False
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream if self._stream is not None else sys.stderr
+
+    def __call__(self, message: str) -> None:
+        if self._quiet_messages:
+            return
+        with self._lock:
+            self._clear()
+            self.stream.write(message + "\n")
+            self._draw()
+            self.stream.flush()
+
+    def write(self, put: Callable[[str], object], text: str) -> None:
+        """`put(text)` (a line to stdout, say) with the live line out of its
+        way: cleared first, drawn again below it."""
+        with self._lock:
+            self._clear()
+            self.stream.flush()
+            put(text)
+            self._draw()
+            self.stream.flush()
+
+    def header(self, lines: list[str]) -> None:
+        """What is about to be worked on, said once before it starts (only on
+        a terminal: elsewhere the summary at the end says it)."""
+        if self.mode != LIVE or self.headed:
+            return
+        self.headed = True
+        for line in lines:
+            self(line)
+
+    def phase(self, text: str) -> None:
+        if self.mode == OFF:
+            return
+        with self._lock:
+            self._phase, self._phase_started = text, time.monotonic()
+            if self.mode == LINES:
+                self.stream.write(f"hills: {text}\n")
+                self.stream.flush()
+                return
+            self._draw()
+            self.stream.flush()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._redraw, name="hills-progress", daemon=True)
+            self._thread.start()
+
+    def line(self) -> str:
+        """The live line's text: the phase and the seconds since the work began."""
+        return f"hills: {self._phase}  {time.monotonic() - self._started:.0f}s"
+
+    def _draw(self) -> None:
+        if self.mode != LIVE or self._phase is None or self._stop.is_set():
+            return
+        if time.monotonic() - self._started < SHOW_AFTER_S:
+            return
+        self.stream.write(CLEAR + self.line()[: self._width()])
+        self._shown = True
+
+    def _clear(self) -> None:
+        if self._shown:
+            self.stream.write(CLEAR)
+            self._shown = False
+
+    def _width(self) -> int:
+        try:
+            return max(20, os.get_terminal_size(self.stream.fileno()).columns - 1)
+        except (OSError, ValueError, AttributeError):
+            return 79
+
+    def _redraw(self) -> None:
+        while not self._stop.wait(REDRAW_S):
+            with self._lock:
+                self._draw()
+                self.stream.flush()
+
+    def close(self) -> None:
+        """Clear the live line; later phases say nothing."""
+        self._stop.set()
+        with self._lock:
+            self._clear()
+            self.stream.flush()
+        self.mode = OFF
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def phase(say: object, text: str) -> None:
+    """Tell `say` the phase the work is in, when it keeps one (a Progress);
+    a plain function given as `say` is left alone."""
+    start = getattr(say, "phase", None)
+    if start is not None:
+        start(text)
+
+
+def header(say: object, envelope: dict[str, object], submission: str, version: object = None) -> None:
+    """Tell `say`, when it keeps a progress line, what is about to be
+    scored: the hill and its version, the submission and its hash."""
+    start = getattr(say, "header", None)
+    if start is None:
+        return
+    tree = envelope.get("tree_hash")
+    start([f"{envelope.get('hill')} @ {str(tree)[:12] if tree else 'working tree'}"
+           + (f"  (version {version})" if version else "")
+           + ("" if envelope.get("official") else "  (unofficial)"),
+           f"  submission   {submission}",
+           f"  hash         {str(envelope.get('submission_hash') or '')[:27]}…"])
