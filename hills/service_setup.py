@@ -160,7 +160,7 @@ def _set_up(setup: ServiceSetup, undo: _Undo) -> SetupResult:
                                "admins": sorted(setup.admins), "climbers": sorted(setup.climbers)},
                               indent=2) + "\n", 0o644, undo)
     client_config = client_config_path()
-    os.makedirs(os.path.dirname(client_config), mode=0o755, exist_ok=True)
+    _make_parents(client_config, undo)
     _write(client_config, json.dumps({"version": 1, "socket": setup.socket}, indent=2) + "\n", 0o644, undo)
     argv = serve_argv(setup)
     unit = None
@@ -195,9 +195,21 @@ def _ensure_user(setup: ServiceSetup, undo: _Undo) -> bool:
     return True
 
 
+def _make_parents(path: str, undo: _Undo) -> None:
+    """Make the folders above `path` that are missing, each taken back on a failure."""
+    missing = []
+    folder = os.path.dirname(path)
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for folder in reversed(missing):
+        os.mkdir(folder, 0o755)
+        undo.add(lambda folder=folder: os.rmdir(folder))
+
+
 def _make_folder(path: str, mode: int, owner: pwd.struct_passwd, undo: _Undo) -> None:
     if not os.path.isdir(path):
-        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        _make_parents(path, undo)
         os.mkdir(path, mode)
         undo.add(lambda: shutil.rmtree(path, ignore_errors=True))
     os.chown(path, owner.pw_uid, owner.pw_gid)

@@ -1,0 +1,283 @@
+"""`hills setup service` and `hills serve`: what they refuse, named, with
+the exit code of DESIGN section 9 and nothing half-written; what they
+write, with systemd running and without. The protocol's framing and its
+refusals, without a service. Tests that need root skip, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import struct
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from hills import errors, protocol, service
+from service_fixtures import Service, make_user, needs_root, remove_user
+
+
+@pytest.fixture
+def where(tmp_path, monkeypatch):
+    """A place for a service's folders, the client config and systemd's marks."""
+    base = Path(tempfile.mkdtemp(prefix="hills-setup-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    monkeypatch.setenv("HILLS_SERVICE_CONFIG", str(base / "etc" / "service.json"))
+    monkeypatch.setenv("HILLS_SYSTEMD_RUNNING", str(base / "systemd-running"))
+    monkeypatch.setenv("HILLS_SYSTEMD_UNIT_DIR", str(base / "units"))
+    (base / "units").mkdir()
+    yield base
+    import shutil
+
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def people():
+    """A new service user name (not yet created), an admin and a climber."""
+    tag = uuid.uuid4().hex[:5]
+    admin, climber, user = make_user(f"hta{tag}"), make_user(f"htc{tag}"), f"hts{tag}"
+    yield user, admin, climber
+    for name in (admin, climber, user):
+        remove_user(name)
+
+
+def _setup(where: Path, user: str, admin: str, climber: str, *extra: str):
+    return run_cli("setup", "service", "--user", user, "--state", str(where / "state"),
+                   "--socket", str(where / "run" / "hills.sock"), "--admin", admin, "--climber", climber, *extra)
+
+
+def _nothing_written(where: Path, user: str) -> None:
+    assert not (where / "state").exists() and not (where / "run").exists()
+    assert not (where / "etc").exists() and not list((where / "units").iterdir())
+    import pwd
+
+    with pytest.raises(KeyError):
+        pwd.getpwnam(user)
+
+
+@needs_root
+def test_setup_without_systemd_prints_how_to_start_the_service(where, people):
+    user, admin, climber = people
+    result = _setup(where, user, admin, climber)
+    assert result.code == 0, result.err
+    assert result.out.strip() == str(where / "run" / "hills.sock")
+    state = where / "state"
+    info = state.stat()
+    import pwd
+
+    assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == pwd.getpwnam(user).pw_uid
+    config = json.loads((state / "service.json").read_text())
+    assert config["admins"] == [admin] and config["climbers"] == [climber] and config["user"] == user
+    assert json.loads((where / "etc" / "service.json").read_text())["socket"] == str(where / "run" / "hills.sock")
+    assert (where / "run").stat().st_uid == pwd.getpwnam(user).pw_uid
+    assert "systemd is not running here" in result.err
+    assert f"runuser -u {user} -- " in result.err and "serve --state" in result.err
+    assert not list((where / "units").iterdir())
+
+
+@needs_root
+def test_setup_with_systemd_writes_the_unit(where, people):
+    user, admin, climber = people
+    (where / "systemd-running").mkdir()
+    result = _setup(where, user, admin, climber)
+    assert result.code == 0, result.err
+    unit = (where / "units" / "hills.service").read_text()
+    assert f"User={user}" in unit and "ExecStart=" in unit and " serve --state " in unit
+    assert "WantedBy=multi-user.target" in unit
+    assert "systemctl daemon-reload && systemctl enable --now hills.service" in result.err
+
+
+@needs_root
+@pytest.mark.parametrize("option, value, words", [
+    ("--admin", "nosuchuser-h", "--admin 'nosuchuser-h': unknown user, expected an existing user"),
+    ("--climber", "nosuchuser-h", "--climber 'nosuchuser-h': unknown user, expected an existing user"),
+])
+def test_setup_refuses_an_unknown_user_and_writes_nothing(where, people, option, value, words):
+    user, admin, climber = people
+    args = {"--admin": admin, "--climber": climber}
+    args[option] = value
+    result = _setup(where, user, args["--admin"], args["--climber"])
+    assert result.code == errors.EXIT_USAGE and words in result.err
+    _nothing_written(where, user)
+
+
+@needs_root
+def test_setup_refuses_bad_socket_paths_and_writes_nothing(where, people):
+    user, admin, climber = people
+    for socket_path, words in (("relative.sock", "expected an absolute path"),
+                               ("/" + "s" * 120 + ".sock", "expected at most 107"),
+                               (str(where / "state" / "inside.sock"), "inside the state folder")):
+        result = run_cli("setup", "service", "--user", user, "--state", str(where / "state"), "--socket",
+                         socket_path, "--admin", admin, "--climber", climber)
+        assert result.code == errors.EXIT_USAGE, result.err
+        assert f"--socket '{socket_path}'" in result.err or "--socket" in result.err
+        assert words in result.err
+        _nothing_written(where, user)
+    (where / "taken").write_text("a file")
+    result = run_cli("setup", "service", "--user", user, "--state", str(where / "state"), "--socket",
+                     str(where / "taken"), "--admin", admin, "--climber", climber)
+    assert result.code == errors.EXIT_USAGE and "is not a socket" in result.err
+
+
+@needs_root
+def test_setup_refuses_a_state_folder_holding_other_files(where, people):
+    user, admin, climber = people
+    (where / "state").mkdir()
+    (where / "state" / "thesis.tex").write_text("mine")
+    result = _setup(where, user, admin, climber)
+    assert result.code == errors.EXIT_USAGE and "with files that are not a hills service's" in result.err
+    assert (where / "state" / "thesis.tex").read_text() == "mine" and not (where / "etc").exists()
+
+
+@needs_root
+def test_a_failed_step_takes_back_what_was_made(where, people, monkeypatch):
+    user, admin, climber = people
+    from hills import service_setup
+
+    def broken(setup, argv):
+        raise OSError(28, "No space left on device")
+
+    (where / "systemd-running").mkdir()
+    monkeypatch.setattr(service_setup, "unit_text", broken)
+    result = _setup(where, user, admin, climber)
+    assert result.code != 0 and "No space left on device" in result.err
+    _nothing_written(where, user)
+
+
+@needs_root
+def test_setup_refuses_to_run_without_root(where, people):
+    user, admin, climber = people
+    svc = Service(where)
+    done = subprocess.run(svc.argv(climber, [*svc.python, "-m", "hills", "setup", "service", "--user", user,
+                                            "--state", str(where / "state"), "--socket",
+                                            str(where / "run" / "s.sock"), "--admin", admin, "--climber", climber],
+                                   HILLS_SERVICE_CONFIG=str(where / "etc" / "service.json")),
+                          capture_output=True, text=True)
+    assert done.returncode == errors.EXIT_ENVIRONMENT
+    assert "hills setup service must run as root" in done.stderr
+    _nothing_written(where, user)
+
+
+@needs_root
+def test_serve_refuses_root(where):
+    (where / "state").mkdir(mode=0o700)
+    result = run_cli("serve", "--state", str(where / "state"))
+    assert result.code == errors.EXIT_ENVIRONMENT and "refuses to run as root" in result.err
+
+
+@needs_root
+def test_serve_refuses_a_state_folder_others_can_read(where, people):
+    user, admin, climber = people
+    assert _setup(where, user, admin, climber).code == 0
+    os.chmod(where / "state", 0o755)
+    svc = Service(where)
+    done = subprocess.run(svc.argv(user, [*svc.python, "-m", "hills", "serve", "--state", str(where / "state")]),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == errors.EXIT_ENVIRONMENT
+    assert f"state folder '{where / 'state'}' is open to other users (mode 0755); expected 0700" in done.stderr
+    assert not (where / "run" / "hills.sock").exists()
+
+
+# ------------------------------------------------------------ the protocol, without a service
+
+def _pair():
+    left, right = socket.socketpair()
+    return protocol.Connection(left), protocol.Connection(right)
+
+
+def test_a_folder_streams_and_is_rebuilt_byte_for_byte(tmp_path):
+    source = tmp_path / "source"
+    (source / "deep").mkdir(parents=True)
+    (source / "a.txt").write_bytes(b"x" * (protocol.DATA_CAP + 17))
+    (source / "deep" / "b.bin").write_bytes(bytes(range(256)))
+    os.symlink("a.txt", source / "link")
+    sender, receiver = _pair()
+    import threading
+
+    thread = threading.Thread(target=protocol.send_folder, args=(sender, str(source)))
+    thread.start()
+    protocol.receive_into(receiver, str(tmp_path / "copy"), protocol.Upload())
+    thread.join()
+    assert (tmp_path / "copy" / "a.txt").read_bytes() == (source / "a.txt").read_bytes()
+    assert (tmp_path / "copy" / "deep" / "b.bin").read_bytes() == bytes(range(256))
+    assert os.readlink(tmp_path / "copy" / "link") == "a.txt"
+
+
+@pytest.mark.parametrize("entry, words", [
+    ({"type": "entry", "path": "../escape", "kind": "file", "size": 1, "mode": 0o644}, "not a plain relative path"),
+    ({"type": "entry", "path": "/etc/passwd", "kind": "file", "size": 1, "mode": 0o644}, "not a plain relative path"),
+    ({"type": "entry", "path": "out", "kind": "link", "target": "../../key"}, "leaves the folder"),
+    ({"type": "entry", "path": "out", "kind": "link", "target": "/srv/hills/key"}, "leaves the folder"),
+    ({"type": "entry", "path": "fifo", "kind": "fifo"}, "unknown kind"),
+    ({"type": "entry", "path": "big", "kind": "file", "size": protocol.UPLOAD_CAP + 1, "mode": 0o644},
+     "over the protocol's"),
+])
+def test_an_upload_that_would_leave_its_folder_or_its_bounds_is_refused(tmp_path, entry, words):
+    sender, receiver = _pair()
+    sender.record(entry)
+    with pytest.raises(protocol.ProtocolError, match=words.replace("'", ".")):
+        protocol.receive_into(receiver, str(tmp_path / "in"), protocol.Upload())
+    assert not any((tmp_path / "in").iterdir())
+
+
+def test_a_frame_past_its_bound_is_refused_before_it_is_read():
+    sender, receiver = _pair()
+    sender.sock.sendall(struct.pack(">cI", b"R", protocol.RECORD_CAP + 1))
+    with pytest.raises(protocol.ProtocolError, match="over the protocol's"):
+        receiver.receive()
+
+
+@pytest.mark.parametrize("request_record, kind, words", [
+    ({"type": "request", "version": 2, "verb": "eval", "argv": []}, protocol.ProtocolError, "version 2"),
+    ({"type": "request", "version": 1, "verb": "new", "argv": []}, errors.UsageError, "not a verb the hills"),
+    ({"type": "request", "version": 1, "verb": "show", "argv": ["/srv/hills/home/key"]}, errors.UsageError,
+     "looks like a path"),
+    ({"type": "request", "version": 1, "verb": "eval", "argv": ["@0", "-H", "x", "-o", "f"], "files": ["dir"]},
+     errors.UsageError, "option '-o'"),
+    ({"type": "request", "version": 1, "verb": "commit", "argv": ["x", "-m", "y"]}, protocol.ProtocolError,
+     "exactly one bundle"),
+])
+def test_requests_that_could_reach_the_services_places_are_refused(request_record, kind, words):
+    with pytest.raises(kind, match=words):
+        service.check_request(request_record)
+
+
+def test_the_client_streams_local_paths_as_placeholders(tmp_path, monkeypatch):
+    from hills import client
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "r.json").write_text("{}")
+    request = client.Request("eval", ["sub", "-H", "sub", "-o", "out.json", "--final"])
+    assert request.argv == ["@0", "-H", "sub", "--final"] and request.output == "out.json"
+    assert request.files == [("dir", "sub")]
+    shown = client.Request("show", ["r.json"])
+    assert shown.argv == ["@0"] and shown.files == [("file", "r.json")]
+
+
+def test_which_calls_go_to_the_service(monkeypatch, tmp_path):
+    from hills import client
+
+    assert client.remote_verb("hills", ["eval", "d", "-H", "x"]) == "eval"
+    assert client.remote_verb("hills-eval", ["d", "-H", "x"]) == "eval"
+    assert client.remote_verb("hills", ["eval", "--help"]) is None
+    assert client.remote_verb("hills", ["new", "x"]) is None
+    assert client.remote_verb("hills", ["verify", "--export", "d", "r"]) is None
+    monkeypatch.setenv("HILLS_SERVICE", "off")
+    assert client.service_socket() is None
+    monkeypatch.delenv("HILLS_SERVICE")
+    config = tmp_path / "service.json"
+    monkeypatch.setenv("HILLS_SERVICE_CONFIG", str(config))
+    config.write_text(json.dumps({"socket": str(tmp_path / "absent.sock")}))
+    assert client.service_socket() is None  # configured, but no service listens: same-user mode
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(tmp_path / "s.sock"))
+    config.write_text(json.dumps({"socket": str(tmp_path / "s.sock")}))
+    assert client.service_socket() == str(tmp_path / "s.sock")
+    listening.close()
