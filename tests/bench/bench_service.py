@@ -1,0 +1,55 @@
+"""An eval through the evaluation service against the same eval in
+same-user mode, as the same climber, in turns (target: at most 1.2x).
+Needs root, to make the service's users; says why it skips without."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..service_fixtures import Service, home_of, make_hill, make_user, remove_user, skip_reason, submission
+from .common import compared, interleaved
+
+
+def main():
+    reason = skip_reason()
+    if reason:
+        print(f"eval through the service: skipped ({reason})")
+        return
+    base = Path(tempfile.mkdtemp(prefix="hills-bench-service-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    svc = Service(base)
+    for user in (svc.admin, svc.climber):
+        make_user(user)
+    try:
+        done = subprocess.run(["env", f"HILLS_SERVICE_CONFIG={svc.client_config}",
+                               f"HILLS_SYSTEMD_RUNNING={base / 'no-systemd'}", *svc.python, "-m", "hills", "setup",
+                               "service", "--user", svc.user, "--state", str(svc.state), "--socket", str(svc.socket),
+                               "--admin", svc.admin, "--climber", svc.climber],
+                              capture_output=True, text=True, env={**os.environ, **svc.python_env})
+        assert done.returncode == 0, done.stderr
+        svc.start()
+        assert make_hill(svc, svc.admin, "timed").code == 0
+        off = {"HILLS_SERVICE": "off"}
+        assert make_hill(svc, svc.climber, "timed", extra_env=off).code == 0
+        folder = submission(svc, svc.climber, "sub")
+        project = str(Path(home_of(svc.climber)) / "project")
+
+        def same_user():
+            assert svc.hills(svc.climber, "eval", folder, "-H", "timed", cwd=project, **off).code == 0
+
+        def through_service():
+            assert svc.hills(svc.climber, "eval", folder, "-H", "timed", cwd=project).code == 0
+
+        compared("hills eval through the service vs same-user", interleaved(same_user, through_service, rounds=11),
+                 1.2)
+    finally:
+        svc.stop()
+        for user in (svc.admin, svc.climber, svc.user):
+            remove_user(user)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
