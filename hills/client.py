@@ -168,7 +168,11 @@ def _replies(conn: Connection, request: Request) -> int:
     from .errors import EnvironmentProblem
 
     captured = bytearray()
+    names: list[tuple[bytes, bytes]] = []
     for kind, payload in protocol.frames(conn):
+        if kind == protocol.STDERR:
+            for theirs, ours in names:
+                payload = payload.replace(theirs, ours)
         if kind == protocol.STDOUT:
             sys.stdout.buffer.write(payload)
             sys.stdout.flush()
@@ -181,6 +185,8 @@ def _replies(conn: Connection, request: Request) -> int:
             record = protocol.parse_record(payload)
             if record["type"] == "error":
                 return _raise(record)
+            if record["type"] == "paths":
+                names = _local_names(record.get("paths"), request)
             if record["type"] == "exit":
                 if request.output is not None and captured:
                     from . import state
@@ -189,6 +195,16 @@ def _replies(conn: Connection, request: Request) -> int:
                 return int(record["exit"])
     raise EnvironmentProblem("the hills service closed the connection before the command ended",
                              hint="see the service's log")
+
+
+def _local_names(paths: object, request: Request) -> list[tuple[bytes, bytes]]:
+    """(the service's path, the caller's) for each placeholder, longest first."""
+    if not isinstance(paths, dict):
+        return []
+    local = {f"@{index}": path for index, (_, path) in enumerate(request.files)}
+    pairs = [(os.fsencode(theirs), os.fsencode(local[name])) for theirs, name in paths.items()
+             if isinstance(theirs, str) and name in local and theirs]
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
 
 
 def _raise(record: dict[str, Any]) -> int:

@@ -297,6 +297,8 @@ class Handler:
         # From here on the command runs to its end whatever the client does:
         # a write to a client that is gone, or that stops reading, is dropped.
         self.sock.settimeout(protocol.IDLE_DEADLINE_S)
+        # The client says its own names for the folders it sent, not the service's.
+        self.conn.record({"type": "paths", "paths": {path: name for name, path in paths.items()}})
         return self._run(verb, [paths.get(arg, arg) for arg in argv], user)
 
     def _run(self, verb: str, argv: list[str], user: str) -> int:

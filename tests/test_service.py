@@ -318,3 +318,39 @@ def test_malformed_oversized_and_slow_requests_are_refused_without_harming_other
     assert service.hills(service.climber, "eval", folder, "-H", DEMO).code == 0
     slow_thread.join(40)
     assert "too slow" in _error_of(slow["answer"])["message"]
+
+
+def test_the_summary_names_the_climbers_own_folder(service):
+    folder = submission(service, service.climber, "sub-named")
+    result = service.hills(service.climber, "eval", folder, "-H", DEMO)
+    assert result.code == 0, result.err
+    assert f"submission   {folder}" in result.err and str(service.state) not in result.err
+
+
+def test_tune_trials_through_the_service_are_the_climbers(service):
+    folder = submission(service, service.climber, "sub-tune")
+    (Path(folder) / "params.json").write_text(json.dumps({"scale": {"type": "float", "low": 0.5, "high": 2.0,
+                                                                   "default": 1.0}}))
+    subprocess.run(["chown", service.climber, str(Path(folder) / "params.json")], check=True)
+    before = len(service.log_lines(DEMO))
+    tuned = service.hills(service.climber, "tune", folder, "-H", DEMO, "--budget", "2", "--json")
+    assert tuned.code == 0, tuned.err
+    reports = [line["report"] for line in service.log_lines(DEMO)[before:] if "report" in line]
+    assert len(reports) == 2
+    assert all(report["trust"] == "service" and report["user"] == service.climber for report in reports)
+
+
+def test_the_climber_cannot_touch_the_services_notes_and_its_own_count_for_nothing(service):
+    vc = service.state / "project" / ".hills" / DEMO / ".vc"
+    deleted = service.shell(service.climber, f"git --git-dir='{vc}' update-ref -d refs/notes/hills/reports")
+    assert deleted.code != 0
+    log = service.hills(service.climber, "log", DEMO)
+    assert log.code == 0, log.err
+    # Control: in same-user mode the climber deletes its own hill's notes and its eval count goes.
+    project = str(Path(home_of(service.climber)) / "project")
+    if not (Path(project) / ".hills" / "own").exists():
+        assert make_hill(service, service.climber, "own", extra_env=same_user()).code == 0
+    folder = submission(service, service.climber, "sub-notes")
+    assert service.hills(service.climber, "eval", folder, "-H", "own", cwd=project, **same_user()).code == 0
+    own_vc = Path(project) / ".hills" / "own" / ".vc"
+    assert service.shell(service.climber, f"git --git-dir='{own_vc}' update-ref -d refs/notes/hills/reports").code == 0
