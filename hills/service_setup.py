@@ -4,6 +4,7 @@ systemd unit, undoing all of it when a step fails (docs/service.md)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pwd
@@ -202,9 +203,9 @@ def _make_parents(path: str, undo: _Undo) -> None:
     while not os.path.isdir(folder):
         missing.append(folder)
         folder = os.path.dirname(folder)
-    for folder in reversed(missing):
-        os.mkdir(folder, 0o755)
-        undo.add(lambda folder=folder: os.rmdir(folder))
+    for made in reversed(missing):
+        os.mkdir(made, 0o755)
+        undo.add(functools.partial(os.rmdir, made))
 
 
 def _make_folder(path: str, mode: int, owner: pwd.struct_passwd, undo: _Undo) -> None:
