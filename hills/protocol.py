@@ -180,6 +180,7 @@ def receive_into(conn: Connection, target: str, upload: Upload) -> None:
     files, within the upload's bounds. Files are created, never opened
     through something already there."""
     os.mkdir(target, 0o700)
+    links: set[str] = set()
     while True:
         entry = conn.receive_record(time.monotonic() + IDLE_DEADLINE_S)
         if entry["type"] == "end":
@@ -190,16 +191,25 @@ def receive_into(conn: Connection, target: str, upload: Upload) -> None:
         if upload.entries > ENTRIES_CAP:
             raise ProtocolError(f"the upload holds more than {ENTRIES_CAP} entries")
         rel = _checked_path(entry.get("path"))
+        parts = rel.split("/")
+        # Nothing is written through a link: a folder reached through one
+        # could be anywhere the service may write.
+        if any("/".join(parts[:count]) in links for count in range(1, len(parts))):
+            raise ProtocolError(f"entry '{rel}' lies beneath a link of the upload")
         path = os.path.join(target, rel)
         kind = entry.get("kind")
         if kind == "dir":
             os.mkdir(path, 0o700)
         elif kind == "link":
             link = entry.get("target")
+            # A link may only lead down from its folder: with `..` or `.`
+            # in it, one link through another could lead out.
             if not isinstance(link, str) or not link or os.path.isabs(link) \
-                    or os.path.normpath(os.path.join(os.path.dirname(rel), link)).startswith(".."):
-                raise ProtocolError(f"the link '{rel}' leaves the folder it was sent in")
+                    or any(part in ("", ".", "..") for part in link.split("/")):
+                raise ProtocolError(f"the link '{rel}' leaves the folder it was sent in: a link through the "
+                                    "service may only lead down from its own folder")
             os.symlink(link, path)
+            links.add(rel)
         elif kind == "file":
             _receive_file(conn, path, rel, entry, upload)
         else:

@@ -214,6 +214,7 @@ def test_a_folder_streams_and_is_rebuilt_byte_for_byte(tmp_path):
     ({"type": "entry", "path": "/etc/passwd", "kind": "file", "size": 1, "mode": 0o644}, "not a plain relative path"),
     ({"type": "entry", "path": "out", "kind": "link", "target": "../../key"}, "leaves the folder"),
     ({"type": "entry", "path": "out", "kind": "link", "target": "/srv/hills/key"}, "leaves the folder"),
+    ({"type": "entry", "path": "out", "kind": "link", "target": "./x"}, "leaves the folder"),
     ({"type": "entry", "path": "fifo", "kind": "fifo"}, "unknown kind"),
     ({"type": "entry", "path": "big", "kind": "file", "size": protocol.UPLOAD_CAP + 1, "mode": 0o644},
      "over the protocol's"),
@@ -224,6 +225,22 @@ def test_an_upload_that_would_leave_its_folder_or_its_bounds_is_refused(tmp_path
     with pytest.raises(protocol.ProtocolError, match=words.replace("'", ".")):
         protocol.receive_into(receiver, str(tmp_path / "in"), protocol.Upload())
     assert not any((tmp_path / "in").iterdir())
+
+
+def test_links_cannot_carry_an_upload_out_of_its_folder(tmp_path):
+    # A link to the folder itself, then a link through it one level up, then
+    # a file through both: each step looks harmless on its own.
+    sender, receiver = _pair()
+    sender.record({"type": "entry", "path": "down", "kind": "link", "target": "deep"})
+    sender.record({"type": "entry", "path": "down/up", "kind": "link", "target": "x"})
+    with pytest.raises(protocol.ProtocolError, match="beneath a link"):
+        protocol.receive_into(receiver, str(tmp_path / "in"), protocol.Upload())
+    for target in ("..", "a/../..", "."):
+        sender, receiver = _pair()
+        sender.record({"type": "entry", "path": "out", "kind": "link", "target": target})
+        with pytest.raises(protocol.ProtocolError, match="leaves the folder"):
+            protocol.receive_into(receiver, str(tmp_path / f"in-{len(target)}"), protocol.Upload())
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_frame_past_its_bound_is_refused_before_it_is_read():
