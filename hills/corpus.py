@@ -116,15 +116,16 @@ def _score(report: Mapping[str, Any]) -> Score:
 def _evaluate(hill_name: str, hill_dir: str, submission: str, params: tuple[str, ...] = (),
               keep_outputs: bool = False) -> tuple[Score, dict[str, bytes]]:
     """Evaluate `submission` against the hill's working tree through the
-    pipeline, unlogged, in a run folder removed after; a refusal is a
-    `refused` score. With `keep_outputs`, also the files the scoring phase got."""
+    pipeline, unlogged, in a run folder removed after, each param at its
+    `check:` value unless `params` sets it; a refusal is a `refused`
+    score. With `keep_outputs`, also the files the scoring phase got."""
     from . import evaluate
     from .errors import HillsError
     from .hill import Hill
-    from .probe import probe_run_dir
+    from .probe import check_params, probe_run_dir
 
     request = evaluate.EvalRequest(hill=Hill(hill_dir), submission=submission, current=True, repeat=1,
-                                   param_texts=params)
+                                   param_texts=check_params(Hill(hill_dir).manifest()) + tuple(params))
     outputs: dict[str, bytes] = {}
     with probe_run_dir(hill_name) as run_dir:
         try:

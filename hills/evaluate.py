@@ -746,7 +746,7 @@ def run_unit_tests(ctx: EvalContext, rep: Replicate) -> UnitTestsResult:
     config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(run_dir, f"scratch-tests{rep.tag}")),
                                                readable=[tests_dir])
     env[sdk.ENV_CONFIG] = json.dumps(dict(config, timeout=spec["timeout"], by="unit_tests"))
-    argv = [ctx.python, "-I", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))] + argv
+    argv = [ctx.python, "-I", "-B", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))] + argv
     process = runner.run(argv, cwd=run_dir, env=env, timeout=spec["timeout"],
                          stdout_path=_fresh(os.path.join(run_dir, "unit_tests.log")),
                          stderr_path=_fresh(os.path.join(run_dir, "unit_tests.err.log")), verbose=ctx.verbose)
@@ -797,7 +797,7 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
         env[sdk.ENV_CONFIG] = json.dumps({**json.loads(env.get(sdk.ENV_CONFIG) or "{}"), "by": "solution"})
         # The sdk runs as a file, isolated, from the run folder: started in
         # the snapshot, `-m hills.sdk` would import the submission's hills/.
-        process = runner.run([ctx.python, "-I", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))]
+        process = runner.run([ctx.python, "-I", "-B", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))]
                              + argv, cwd=ctx.run_dir, env=env,
                              timeout=ctx.spec["timeout"],
                              stdout_path=_fresh(os.path.join(ctx.run_dir, f"solution-stdout{rep.tag}.log")),

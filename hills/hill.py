@@ -279,6 +279,8 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
                     text = handle.read()
                 with state.named_os_errors(path), open(path, "w", encoding="utf-8") as handle:
                     handle.write(text.replace("{{name}}", name))
+        if populate is None:
+            make_data(staging)
         from . import manifest
 
         manifest.load(staging)
@@ -302,6 +304,30 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
         if workdir and os.path.isdir(workdir):
             shutil.rmtree(workdir, ignore_errors=True)
     return {"path": target, "home_created": home_created, "template": template}
+
+
+# A template that holds this script has it build the hill's data once, at creation.
+MAKE_DATA = "make_data.py"
+
+
+def make_data(hill_dir: str) -> None:
+    """Run the template's make_data.py, if it has one, in the new hill's
+    folder with this interpreter (isolated, writing no bytecode): data a
+    template cannot ship, such as a corpus drawn from the interpreter's
+    own library, is made where the hill is. The script stays in the hill,
+    the record of how its data was made; the locks freeze what it wrote."""
+    import subprocess
+
+    script = os.path.join(hill_dir, MAKE_DATA)
+    if not os.path.isfile(script):
+        return
+    argv = [sys.executable, "-I", "-B", script, hill_dir]
+    done = subprocess.run(argv, cwd=hill_dir, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if done.returncode != 0:
+        from .errors import CommandFailed
+
+        raise CommandFailed(argv, done.returncode, done.stderr[-2000:],
+                            hint=f"the template's {MAKE_DATA} could not build the hill's data")
 
 
 def list_tree_files(hill: Hill) -> tuple[list[str], list[str]]:

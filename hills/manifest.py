@@ -167,6 +167,11 @@ def _param_rule(values: dict[str, Any], at: At) -> None:
         values["default"] = coerce_value(at.name, values, values["default"])
     except UsageError as exc:
         at.child("default").fail(f"a valid default ({exc.message})", values["default"])
+    if "check" in values:
+        try:
+            values["check"] = coerce_value(at.name, values, values["check"])
+        except UsageError as exc:
+            at.child("check").fail(f"a valid value ({exc.message})", values["check"])
     if values["neutral"] and values["primary"]:
         at.child("neutral").fail("false for a primary param (a primary param decides which reports compare)",
                                  values["neutral"])
@@ -254,6 +259,11 @@ neutral."""),
         doc="The values allowed: strings, numbers or booleans."),
     Key("description", _STRING, kind="string", absent=null,
         doc="What the param means, shown by hills-describe(1)."),
+    Key("check", anything, absent=null, note="default the default",
+        doc="""The value the evals of hills-check(1) use, the leak probe's and the cheat
+corpus's: for a param that sets how long the submission runs, such as a
+training budget, so that checking the hill does not take as long as an
+eval. It is checked like the default."""),
 ), rule=_param_rule)
 
 _BOUND = scalar("a finite number", is_number)

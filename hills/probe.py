@@ -341,7 +341,10 @@ def solution_name(spec: Mapping[str, Any], hill_dir: str) -> str:
     for part in run if isinstance(run, list) else []:
         if not isinstance(part, str) or part.startswith(("-", "{", "/")) or "{" in part:
             continue
-        if part.split("/", 1)[0] in ("problem", "data") or os.path.exists(os.path.join(hill_dir, part)):
+        # ./problem and ./data (a command verifier's), ../hill (a function
+        # evaluator's) are the hill's own folders, not the submission's.
+        if part.split("/", 1)[0] in ("problem", "data") or part.startswith("../hill/") \
+                or os.path.exists(os.path.join(hill_dir, part)):
             continue
         if "." in os.path.basename(part):
             return part
@@ -587,6 +590,15 @@ def collect(token: str, places: Iterable[str], trees: Iterable[str]) -> list[dic
     return reports
 
 
+def check_params(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The `-p NAME=VALUE` texts of the params whose `check:` value the
+    evals of `hills check` use instead of their default."""
+    import json
+
+    return tuple(f"{name}={json.dumps(param['check'])}" for name, param in (spec.get("params") or {}).items()
+                 if isinstance(param, dict) and "check" in param)
+
+
 @contextlib.contextmanager
 def probe_run_dir(hill_name: str) -> Iterator[str]:
     """A run folder for the probe's eval where evals make theirs (a dot name:
@@ -641,7 +653,7 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
                                        solution_name(spec, hill_dir), prefix_line(config))
                 if example.problem:
                     return Result(NAME, "warn", example.problem)
-                problem = _evaluate(hill_dir, example.folder or "", run_dir)
+                problem = _evaluate(hill_dir, example.folder or "", run_dir, check_params(spec))
                 reports = collect(token, [findings_dir, tempfile.gettempdir(), os.environ.get("TMPDIR", ""), "/tmp"],
                                   [run_dir, work])
                 extra = listeners.accepted() + kill_leftovers(token)
@@ -698,14 +710,15 @@ def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir:
     }
 
 
-def _evaluate(hill_dir: str, submission: str, run_dir: str) -> str | None:
+def _evaluate(hill_dir: str, submission: str, run_dir: str, params: tuple[str, ...] = ()) -> str | None:
     """Evaluate `submission` against the hill's working tree in `run_dir`,
     through the eval pipeline, unlogged: None, or why it was refused."""
     from . import evaluate
     from .errors import HillsError
     from .hill import Hill
 
-    request = evaluate.EvalRequest(hill=Hill(hill_dir), submission=submission, current=True, repeat=1)
+    request = evaluate.EvalRequest(hill=Hill(hill_dir), submission=submission, current=True, repeat=1,
+                                   param_texts=params)
     try:
         evaluate.evaluate_unlogged(request, run_dir)
     except HillsError as exc:

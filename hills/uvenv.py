@@ -169,13 +169,92 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
         if os.path.isfile(marker) and os.path.exists(python_of(env_dir)) and changed_since_built(env_dir) is None:
             return python_of(env_dir)
         shutil.rmtree(env_dir, ignore_errors=True)
-        argv = [uv_binary(), "sync", "--frozen", "--quiet", "--no-install-project",
+        digest = env_digest(source_dir)
+        if _link_twin(name, digest, env_dir):
+            state.atomic_write(marker, json.dumps({"key": key, "built_from": str(source_dir), "digest": digest})
+                               + "\n")
+            _seal(env_dir)
+            return python_of(env_dir)
+        # Bytecode is compiled here, before the seal: evals write none, so a
+        # large package (torch) would otherwise compile its modules at
+        # every import.
+        argv = [uv_binary(), "sync", "--frozen", "--quiet", "--no-install-project", "--compile-bytecode",
                 "--python", interpreter()]
         done = _run(argv, source_dir, {"UV_PROJECT_ENVIRONMENT": env_dir})
         if done.returncode != 0:
             shutil.rmtree(env_dir, ignore_errors=True)
             raise CommandFailed(argv, done.returncode, done.stderr,
                                 hint="check the hill's pyproject.toml and uv.lock ('hills check' runs the same build)")
-        state.atomic_write(marker, json.dumps({"key": key, "built_from": source_dir}) + "\n")
+        state.atomic_write(marker, json.dumps({"key": key, "built_from": str(source_dir), "digest": digest})
+                           + "\n")
         _seal(env_dir)
     return python_of(env_dir)
+
+
+def _link_twin(name: str, digest: str, env_dir: str) -> bool:
+    """Make `env_dir` from an intact environment of the same hill built from
+    the same pyproject.toml, uv.lock and interpreter (its twin, say the
+    working tree's of a version just committed): package files hard-linked,
+    `bin/` and pyvenv.cfg copied with the twin's path replaced. A large
+    environment (torch's is 5 GB) then costs seconds and no disk. Each
+    environment keeps its own seal, and a seal holds each file's inode and
+    ctime, so an edit through either name shows in both. A new link moves
+    a file's ctime: the twin is sealed again when nothing but ctimes moved
+    while it was linked. False when there is no twin, or linking failed
+    (the caller builds it with uv)."""
+    import shutil
+
+    root = os.path.dirname(env_dir)
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return False
+    for entry in entries:
+        twin = os.path.join(root, entry)
+        try:
+            with open(os.path.join(twin, MARKER), encoding="utf-8") as handle:
+                built = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if twin == env_dir or not isinstance(built, dict) or built.get("digest") != digest \
+                or changed_since_built(twin) is not None:
+            continue
+        before = _signature(twin)
+        try:
+            _link_tree(twin, env_dir)
+        except OSError:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            return False
+        finally:
+            after = _signature(twin)
+            if after.keys() == before.keys() and all(after[rel][:3] + after[rel][4:] == entry[:3] + entry[4:]
+                                                     for rel, entry in before.items()):
+                _seal(twin)
+        return True
+    return False
+
+
+def _link_tree(twin: str, env_dir: str) -> None:
+    import shutil
+
+    for current, dirs, files in os.walk(twin):
+        rel = os.path.relpath(current, twin)
+        target_dir = os.path.normpath(os.path.join(env_dir, rel))
+        os.makedirs(target_dir, exist_ok=True)
+        for name in dirs + files:
+            source, target = os.path.join(current, name), os.path.join(target_dir, name)
+            if os.path.islink(source):
+                os.symlink(os.readlink(source), target)
+                if name in dirs:
+                    dirs.remove(name)
+            elif name in dirs or (rel == "." and name == MARKER):
+                continue
+            elif rel == "bin" or (rel == "." and name == "pyvenv.cfg"):
+                # Scripts name their environment's interpreter by path.
+                with open(source, "rb") as handle:
+                    content = handle.read().replace(os.fsencode(twin), os.fsencode(env_dir))
+                with open(target, "wb") as handle:
+                    handle.write(content)
+                shutil.copymode(source, target)
+            else:
+                os.link(source, target)
