@@ -15,7 +15,7 @@ import click
 import pytest
 
 from conftest import write_python_shim
-from hills import cli, command, evaluate, manifest, manpages, replicates, report
+from hills import cli, command, evaluate, manifest, manpages, measures, replicates, report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "bin"
@@ -124,7 +124,7 @@ def test_bin_holds_the_multicall_script_and_a_symlink_per_name():
 # ---------------------------------------------------------------- man pages
 
 # The file formats, each documented in section 5.
-FORMATS = {"hill.yaml.5", "hills-lock.5", "hills-report.5", "hills-service.5"}
+FORMATS = {"hill.yaml.5", "hills-json.5", "hills-lock.5", "hills-report.5", "hills-service.5"}
 
 
 def _section(source, title):
@@ -226,6 +226,9 @@ def test_report_page_documents_every_envelope_field():
     # The cores of command verifiers, and what replicates add when combined.
     fields |= _assigned_keys(Path(command.__file__).read_text(encoding="utf-8"), "core")
     fields |= _assigned_keys(Path(replicates.__file__).read_text(encoding="utf-8"), "combined")
+    # What hills saw of the submitted code (measures.attach), and an A/B run's report.
+    fields |= _assigned_keys(Path(measures.__file__).read_text(encoding="utf-8"), "envelope")
+    fields |= {"verdict"}
     assert "signature" in fields and "tree_hash" in fields
     source = MAN_DIR / "hills-report.5.rst"
     documented = re.findall(r"^``(\w+)`` \(", _section(source, "FIELDS"), re.MULTILINE)
