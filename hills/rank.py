@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from .trust import Keys, Signer
 
-    GroupKey = tuple[Any, Any, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+    GroupKey = tuple[Any, Any, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str | None]
 
 
 def primary_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -37,7 +37,12 @@ def param_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def group_key(report: dict[str, Any]) -> GroupKey:
-    return (report.get("hill"), report.get("tree_hash"), primary_tuple(report), param_tuple(report))
+    """Reports rank together with the same hill version, primary config and
+    params; for a hill with timing metrics, on the same hardware too."""
+    from .measures import same_machine_key
+
+    return (report.get("hill"), report.get("tree_hash"), primary_tuple(report), param_tuple(report),
+            same_machine_key(report))
 
 
 def params_apart(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,13 +110,14 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
             continue
         groups.setdefault(group_key(report), []).append((source, report))
     ranked = []
-    for (hill, tree_hash, primary, _params), members in groups.items():
+    for (hill, tree_hash, primary, _params, machine), members in groups.items():
         order = [(m["name"], m["direction"]) for m in members[0][1].get("metrics", [])]
         members.sort(key=lambda item: sort_key(item[1], order))
         ranked.append({"hill": hill, "tree_hash": tree_hash,
                        "primary": [{"name": n, "value": json.loads(v)} for n, v in primary],
                        "params_apart": params_apart(members[0][1]),
                        "metric_order": [{"name": n, "direction": d} for n, d in order],
+                       "fingerprint": json.loads(machine) if machine else None,
                        "entries": _entries(members, order)})
     # The hill's defaults first: the groups with other params are the exceptions.
     ranked.sort(key=lambda g: (g["hill"] or "", g["tree_hash"] or "", json.dumps(g["primary"]),

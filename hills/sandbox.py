@@ -442,8 +442,13 @@ def submission_argv(argv: Sequence[str], *, writable: Iterable[str], readable: I
     if binary is None:
         raise EnvironmentProblem("bubblewrap (bwrap) is not installed or not on PATH",
                                  hint="install bubblewrap (Debian package 'bubblewrap'), or set HILLS_BWRAP")
-    wrapped = [binary, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-               "--unshare-cgroup-try"]
+    # --as-pid-1: the submitted command itself is the namespace's first
+    # process, the child bwrap waits for, so its CPU time and peak memory
+    # (and its children's) reach hills.sdk's RUSAGE_CHILDREN (docs/audit.md);
+    # bwrap's own reaper would take them with it. The namespace still ends,
+    # every process in it killed, when that first process exits.
+    wrapped = [binary, "--die-with-parent", "--new-session", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
+               "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         wrapped.append("--unshare-net")
     wrapped += _system_view(network) + ["--dev", "/dev"]
@@ -547,7 +552,20 @@ class Confinement:
             # Inside, the scratch folder is /tmp and the home folder too.
             config["tmpdir"] = "/tmp"
             config["home"] = "/tmp"
+        config["audit"] = os.path.join(self.readable[1], "audit")
+        config["view"] = self.audit_view(submission_dir, scratch_dir, readable)
         return config
+
+    def audit_view(self, submission_dir: str, scratch_dir: str, readable: Iterable[str] = ()) -> dict[str, Any]:
+        """What the access audit holds an attempt against (docs/audit.md):
+        the folders submitted code may read and those it may write."""
+        write = [real(submission_dir), real(scratch_dir), "/dev/shm"]
+        read = [real(path) for path in [*self.readable, *interpreter_base(self.readable[0]), *self.public,
+                                        *readable] if os.path.exists(path)]
+        read += [path for path in SYSTEM_DIRS if os.path.exists(path)]
+        read += [os.path.join("/etc", name) for name in ETC_FILES] + ["/dev"]
+        return {"read": read, "write": write, "network": self.network,
+                "tmp": "/tmp" if self.level == LEVEL_BWRAP else None}
 
     def pids_cgroup(self) -> str | None:
         """A pids cgroup of this eval capped at `limits.processes`, made on

@@ -89,7 +89,8 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
     timeout = timeout if timeout is not None else config.get("timeout")
     memory = (memory_mb if memory_mb is not None else config.get("memory_mb", DEFAULT_MEMORY_MB)) * 1024 * 1024
     caps = dict(config.get("limits") or {})
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_CONFIG, "HILLS_RESULT_FD")}
+    # The eval's secret seed is the evaluator's alone (hills-eval(1), FRESH INPUTS).
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_CONFIG, "HILLS_RESULT_FD", "HILLS_SECRET_SEED")}
     if config.get("scratch"):
         env["TMPDIR"] = config.get("tmpdir") or config["scratch"]
     if config.get("home"):
@@ -105,15 +106,21 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
                      "processes_by": watch.processes_by} if caps else
             {"event": "start", "by": config.get("by", "sdk"), "confined": bool(prefix)})
     used_before = _children_cpu()
+    audit = _AuditPipe(config, env)
+    # Measured here, in the process that starts the submitted code: no
+    # clock or counter of its own can move these figures.
+    clock = _Clock()
     try:
         process = subprocess.Popen(prefix + argv, cwd=cwd, env=env, start_new_session=True,
-                                   preexec_fn=_limit(memory, caps, cgroup),
+                                   preexec_fn=_limit(memory, caps, cgroup), pass_fds=audit.pass_fds,
                                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                    stdout=subprocess.PIPE if capture_output else stdout,
                                    stderr=subprocess.PIPE if capture_output else stderr, text=text)
     except BaseException:
+        audit.close()
         watch.clean()
         raise
+    audit.started()
     watch.start(process)
     try:
         try:
@@ -143,6 +150,8 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
         if code != 0 and not watch.hits and watch.memory_hit():
             watch.hit("memory", memory, watch.memory_peak)
     finally:
+        _record(config, clock.event(config.get("by", "sdk")))
+        audit.finish(config)
         watch.clean()
         _tidy(config)
     for event in watch.hits:
@@ -182,6 +191,98 @@ def _record(config: dict[str, Any], event: dict[str, Any]) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class _Clock:
+    """Wall time, CPU time and peak memory of what one start ran, taken
+    from outside it: the monotonic clock of this process and the kernel's
+    account of its reaped children (RUSAGE_CHILDREN: CPU summed over every
+    process that was waited for, memory the largest resident set)."""
+
+    def __init__(self) -> None:
+        import resource
+
+        self.usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.began = time.monotonic()
+
+    def event(self, by: str) -> dict[str, Any]:
+        import resource
+
+        wall = time.monotonic() - self.began
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (usage.ru_utime + usage.ru_stime) - (self.usage.ru_utime + self.usage.ru_stime)
+        return {"event": "measured", "by": by, "wall_s": round(wall, 6), "cpu_s": round(max(cpu, 0.0), 6),
+                "peak_rss_bytes": int(usage.ru_maxrss) * 1024,
+                "replicate": os.environ.get("HILLS_REPLICATE_SEED")}
+
+
+class _AuditPipe:
+    """The access audit of one start: a pipe whose write end the audit hook
+    in the submitted interpreter writes to (hills/audithook.py), read here
+    up to a cap, and summed into one `audit` event for the report."""
+
+    CAP = 1024 * 1024
+    FIRST = 10
+
+    def __init__(self, config: dict[str, Any], env: dict[str, str]) -> None:
+        self.read_fd: int | None = None
+        self.pass_fds: tuple[int, ...] = ()
+        self.lines: list[bytes] = []
+        self.thread: threading.Thread | None = None
+        self.denied = bool(config.get("prefix"))
+        folder, view = config.get("audit"), config.get("view")
+        if not folder or not view or not os.path.isdir(folder):
+            return
+        self.read_fd, write_fd = os.pipe()
+        self.pass_fds = (write_fd,)
+        env["HILLS_AUDIT_FD"] = str(write_fd)
+        env["HILLS_AUDIT_VIEW"] = json.dumps(view)
+        env["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [env.get("PYTHONPATH")] if p])
+
+    def started(self) -> None:
+        if self.read_fd is None:
+            return
+        os.close(self.pass_fds[0])
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.read_fd is not None
+        held = 0
+        with open(self.read_fd, "rb", closefd=True) as pipe:
+            for line in pipe:
+                if held < self.CAP:
+                    self.lines.append(line)
+                    held += len(line)
+
+    def close(self) -> None:
+        if self.read_fd is not None:
+            for fd in (self.read_fd, *self.pass_fds):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.read_fd = None
+
+    def finish(self, config: dict[str, Any]) -> None:
+        """Record what the hook reported; a process the code left behind
+        may hold the pipe open, so the wait for its end is short."""
+        if self.read_fd is None or self.thread is None:
+            return
+        self.thread.join(timeout=1)
+        counts: dict[str, int] = {}
+        first: list[dict[str, str]] = []
+        for line in list(self.lines):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = {"kind": "garbled", "path": line[:100].decode("utf-8", "replace")}
+            if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str):
+                entry = {"kind": "garbled", "path": str(entry)[:100]}
+            kind = entry["kind"][:20]
+            counts[kind] = counts.get(kind, 0) + 1
+            if len(first) < self.FIRST:
+                first.append({"kind": kind, "path": str(entry.get("path", ""))[:300]})
+        _record(config, {"event": "audit", "by": config.get("by", "sdk"), "denied": self.denied,
+                         "counts": counts, "first": first})
 
 
 def _children_cpu() -> float:

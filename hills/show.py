@@ -91,6 +91,10 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
         emit("side metrics (recorded, not ranked):")
         for name, value in report["side_metrics"].items():
             emit(f"  {name:<20} {_number(value):>12}")
+    from .measures import show_lines
+
+    for line in show_lines(report):
+        emit(line)
     if report.get("unit_tests"):
         tests = report["unit_tests"]
         emit(f"unit tests:  {'passed' if tests.get('passed') else 'FAILED'}"

@@ -58,7 +58,7 @@ def noisy(module_machine):
 @pytest.fixture(scope="module")
 def seeded(module_machine):
     with on_machine(module_machine):
-        return make_hill("seeded", SEEDED_EVAL)
+        return make_hill("seeded", SEEDED_EVAL, extra="seeds: fixed\n")
 
 
 def seeded_eval(hill, folder, *args):

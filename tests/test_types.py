@@ -17,7 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = REPO_ROOT / "hills"
 # Copied into hill environments and run on their interpreter: standard
 # library only, and still loadable on Python 3.9.
-HILL_SIDE = ("sdk.py", "shim.py", "spaces.py", "testrunner.py")
+HILL_SIDE = ("sdk.py", "shim.py", "spaces.py", "testrunner.py", "audithook.py")
 # The oldest Python mypy still checks against.
 HILL_SIDE_CHECKED_AS = "3.10"
 

@@ -1,0 +1,127 @@
+"""The access audit: what submitted code tried outside its view (paths to
+read or write, /proc, tools that are not there, the network, sockets) is
+in its report, counted with the first paths, and `hills show` and
+`hills attempts` flag it whatever the score; an honest solution shows
+none. Each attack is also run with the audit switched off: denied all the
+same by the sandbox, and unseen."""
+
+import json
+
+import pytest
+
+from conftest import needs_bwrap
+from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, submission, tree_of
+from hills import sandbox
+
+pytestmark = needs_bwrap
+
+AUDITED_EVAL = """\
+    import sys
+
+    def eval(submission, *, final=False, **params):
+        from hills import sdk
+
+        done = sdk.run_submission([sys.executable, "solution.py"], timeout=20, capture_output=True, text=True)
+        return {"passed": done.returncode == 0, "metrics": [{"name": "ran", "value": 1.0, "direction": "max"}],
+                "details": {"stdout": done.stdout[-2000:], "stderr": done.stderr[-1000:]}}
+    """
+
+HONEST = """\
+import json, os, tempfile
+from pathlib import Path
+data = json.loads(Path("data.json").read_text())
+Path("out.json").write_text(json.dumps(data))
+with tempfile.NamedTemporaryFile("w", delete=False) as handle:
+    handle.write("scratch")
+os.listdir(".")
+print("done")
+"""
+
+ATTACKS = {
+    "read": "open(TARGETS['private']).read()",
+    "key": "open(TARGETS['key']).read()",
+    "proc": "os.listdir('/proc'); open('/proc/2/environ').read()",
+    "write": "open('/etc/hills-was-here', 'w').write('x')",
+    "exec": "subprocess.run(['/opt/hills-escape/tool'])",
+    "network": "socket.create_connection(('192.0.2.1', 80), timeout=1)",
+    "socket": "s = socket.socket(socket.AF_UNIX); s.connect('/run/hills-test.sock')",
+}
+EXPECTED_KIND = {"read": "read", "key": "read", "proc": "proc", "write": "write", "exec": "exec",
+                 "network": "network", "socket": "socket"}
+
+ATTACK = """\
+import json, os, socket, subprocess
+TARGETS = json.load(open("targets.json"))
+results = {{}}
+try:
+    {code}
+    results["outcome"] = "succeeded"
+except Exception as exc:
+    results["outcome"] = type(exc).__name__
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def audited(module_machine):
+    with on_machine(module_machine):
+        hill_dir = make_hill("audited", AUDITED_EVAL, timeout=60, private={"secret.txt": "the answer\n"})
+        yield hill_dir, tree_of(hill_dir)
+
+
+def _targets(hill_dir):
+    return json.dumps({"private": str(hill_dir / "private" / "secret.txt"), "key": str(hills_home() / "key")})
+
+
+def _attack(tmp_path, hill_dir, name):
+    return submission(tmp_path, {"solution.py": ATTACK.format(code=ATTACKS[name]), "targets.json": _targets(hill_dir)})
+
+
+def test_an_honest_solution_shows_nothing(audited, tmp_path):
+    _, tree = audited
+    folder = submission(tmp_path, {"solution.py": HONEST, "data.json": "[1, 2]"})
+    result = hills("eval", folder, "-H", "audited")
+    assert result.code == 0, result.output
+    audit = last_report("audited", tree)["audit"]
+    assert audit["runs"] == 1 and audit["denied"] is True
+    assert audit["attempts"] == 0 and audit["suspicious"] is False, audit
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_each_attempt_is_in_the_audit_and_flagged(audited, tmp_path, name):
+    hill_dir, tree = audited
+    result = hills("eval", _attack(tmp_path, hill_dir, name), "-H", "audited", "-o", tmp_path / "report.json")
+    report = last_report("audited", tree)
+    assert json.loads(report["details"]["stdout"].strip().splitlines()[-1])["outcome"] != "succeeded"
+    audit = report["audit"]
+    assert audit["suspicious"] is True and audit["counts"].get(EXPECTED_KIND[name]), audit
+    assert any(attempt["kind"] == EXPECTED_KIND[name] for attempt in audit["first"])
+    if name == "read":
+        assert {"kind": "read", "path": str(hill_dir / "private" / "secret.txt")} in audit["first"]
+    # Flagged even though the report passes with a perfectly ordinary score.
+    assert result.code == 0 and report["status"] == "passing"
+    shown = hills("show", tmp_path / "report.json")
+    assert "SUSPICIOUS: submitted code tried and was denied" in shown.output, shown.output
+    listed = hills("attempts", "audited")
+    row = next(line for line in listed.output.splitlines() if report["submission_hash"][:19] in line)
+    assert "! SUSPICIOUS" in row
+
+
+@pytest.mark.parametrize("name", ["read", "proc", "network"])
+def test_control_with_the_audit_off_the_same_attempt_goes_unseen(audited, tmp_path, monkeypatch, name):
+    hill_dir, tree = audited
+    original = sandbox.Confinement.submission_config
+
+    def without_audit(self, *args, **kwargs):
+        config = original(self, *args, **kwargs)
+        config.pop("audit")
+        return config
+
+    monkeypatch.setattr(sandbox.Confinement, "submission_config", without_audit)
+    hills("eval", _attack(tmp_path, hill_dir, name), "-H", "audited")
+    report = last_report("audited", tree)
+    assert json.loads(report["details"]["stdout"].strip().splitlines()[-1])["outcome"] != "succeeded"
+    assert report["audit"] == {"runs": 0, "denied": False, "attempts": 0, "counts": {}, "first": [],
+                               "suspicious": False}
+
