@@ -8,7 +8,8 @@ import json
 import os
 import time
 
-from . import chain, evaluate, rank, state
+from . import chain, evaluate, numbers, rank, state
+from .replicates import within_noise
 from .report import summary_line
 
 TYPE_CHECKING = False
@@ -191,6 +192,7 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
             continue
         result["attempts"].append({"seq": entry.get("seq"), "line": index + 1, "report": report})
         items.append((f"seq {entry.get('seq')}", report))
+    against_best(result["attempts"])
     ranked = rank.rank(items, key, trusted())
     result["best"] = [{"primary": g["primary"], "params_apart": g["params_apart"],
                        "source": g["entries"][0]["source"],
@@ -198,6 +200,46 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
                        "noise": len(g["entries"]) > 1 and g["entries"][1]["noise"]}
                       for g in ranked["groups"]]
     return result
+
+
+def against_best(rows: list[dict[str, Any]]) -> None:
+    """Set each row's `best_before` (the first metric of the best passing,
+    official report of its comparable group before it, or None),
+    `new_best` (it ranks above all of those) and `noise` (its gap to that
+    best is within the replicate spread of either), in log order."""
+    best: dict[object, dict[str, Any]] = {}
+    for row in rows:
+        report = row["report"]
+        row["best_before"], row["new_best"], row["noise"] = None, False, False
+        if report.get("status") != "passing" or not report.get("official"):
+            continue
+        key = rank.group_key(report)
+        order = [(m["name"], m["direction"]) for m in report.get("metrics", []) if isinstance(m, dict)]
+        held = best.get(key)
+        if held is not None:
+            first = (held.get("metrics") or [{}])[0]
+            row["best_before"] = first.get("value") if isinstance(first, dict) else None
+            row["noise"] = bool(order) and within_noise(held, report, order[0][0])
+        if held is None or rank.sort_key(report, order) < rank.sort_key(held, order):
+            row["new_best"] = True
+            best[key] = report
+
+
+def _first_value(report: dict[str, Any]) -> object:
+    metrics = report.get("metrics")
+    first = metrics[0] if isinstance(metrics, list) and metrics else None
+    return first.get("value") if isinstance(first, dict) else None
+
+
+def _versus(attempt: dict[str, Any]) -> str:
+    """The VS BEST column: the change from the best before it, `first`
+    for a group's first passing report, `*` marking a new best and `~`
+    a gap within the replicate spread (noise)."""
+    before = attempt.get("best_before")
+    if before is None:
+        return "first" if attempt.get("new_best") else ""
+    return (numbers.change(_first_value(attempt["report"]), before) + (" *" if attempt.get("new_best") else "")
+            + (" ~" if attempt.get("noise") else ""))
 
 
 def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
@@ -209,12 +251,13 @@ def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
             for entry in chain.read(path) if isinstance(entry.get("report"), dict)]
 
 
-def _attempt_row(attempt: dict[str, Any]) -> str:
+def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) -> str:
     report = attempt["report"]
     flags = "" if report.get("official") else "  (unofficial)"
     reason = f"  - {report['reason']}" if report.get("reason") and report.get("status") != "passing" else ""
     return (f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?'):<20}  "
-            f"{(report.get('submission_hash') or '-')[:19]:<19}  {summary_line(report)}{flags}{reason}")
+            f"{(report.get('submission_hash') or '-')[:19]:<19}  {_versus(attempt):>12}  "
+            f"{summary_line(report, digits)}{flags}{reason}")
 
 
 def _unfinished_row(row: dict[str, Any]) -> str:
@@ -224,18 +267,20 @@ def _unfinished_row(row: dict[str, Any]) -> str:
     said = (f"ABANDONED{final}  - started by {where}, which ended without logging an outcome (killed?)"
             if row["status"] == "abandoned" else f"RUNNING{final}  - {where} has not logged its outcome yet")
     return (f"  {row['seq']!s:>4}  {str(started.get('timestamp', '?')):<20}  "
-            f"{str(started.get('submission_hash') or '-')[:19]:<19}  {said}")
+            f"{str(started.get('submission_hash') or '-')[:19]:<19}  {'':>12}  {said}")
 
 
 def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
     tree = (result["tree_hash"] or "working tree")[:12]
     unfinished_rows = result.get("unfinished", [])
+    # As many digits as tell every two scores apart: a gain of 1e-6 is not a tie.
+    digits = numbers.digits_for(_first_value(attempt["report"]) for attempt in result["attempts"])
     abandoned = sum(1 for row in unfinished_rows if row["status"] == "abandoned")
     emit(f"{result['hill']} @ {tree}: {len(result['attempts']) + len(unfinished_rows)} attempt(s)"
          + (f", {abandoned} abandoned" if abandoned else ""))
     if result["attempts"] or unfinished_rows:
-        emit(f"  {'SEQ':>4}  {'TIMESTAMP':<20}  {'SUBMISSION':<19}  RESULT")
-    rows = [(attempt["line"], _attempt_row(attempt)) for attempt in result["attempts"]]
+        emit(f"  {'SEQ':>4}  {'TIMESTAMP':<20}  {'SUBMISSION':<19}  {'VS BEST':>12}  RESULT")
+    rows = [(attempt["line"], _attempt_row(attempt, digits)) for attempt in result["attempts"]]
     rows += [(row["line"], _unfinished_row(row)) for row in unfinished_rows]
     for _, row in sorted(rows, key=lambda pair: pair[0]):
         emit(row)
@@ -245,7 +290,7 @@ def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
             primary = "  ".join(f"{p['name']}={p['value']}" for p in best["primary"]) or "no primary config"
             if best.get("params_apart"):
                 primary += "; ranked apart: " + rank.apart_text(best["params_apart"])
-            emit(f"  [{primary}] {best['source']}: {summary_line(best['report'])} "
+            emit(f"  [{primary}] {best['source']}: {summary_line(best['report'], digits)} "
                  f"(of {best['candidates']} passing)"
                  + ("; its lead over the runner-up is within the replicate spread: noise" if best["noise"] else ""))
     chain_state = result["chain"]

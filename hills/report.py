@@ -231,16 +231,18 @@ def subject_line(report: Mapping[str, Any]) -> str:
     return f"{hill or '?'} @ {(tree or 'working tree')[:12]}"
 
 
-def summary_line(report: Mapping[str, Any]) -> str:
-    """One line: verdict and metrics. Any report shape is shown, never a crash
-    (hills-sign signs whatever JSON object it is given)."""
+def summary_line(report: Mapping[str, Any], digits: int = 6) -> str:
+    """One line: verdict and metrics, at `digits` significant digits. Any
+    report shape is shown, never a crash (hills-sign signs whatever JSON
+    object it is given)."""
     shown = []
     metrics_list = report.get("metrics") if isinstance(report, dict) else None
     for metric in metrics_list if isinstance(metrics_list, list) else []:
         if not isinstance(metric, dict) or "name" not in metric:
             continue
         value = metric.get("value")
-        value = f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        value = f"{value:.{digits}g}" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else str(value)
         shown.append(f"{metric['name']}={value} ({metric.get('direction', '?')})")
     metrics = "  ".join(shown)
     status = report.get("status")

@@ -154,6 +154,7 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     trials = []
+    best_so_far: list[float | None] = [None]  # the best passing trial's first metric, for the progress line
     params = tuple(params)
     if runner is None:
         def runner(values: Mapping[str, Any]) -> TrialEval:
@@ -166,8 +167,19 @@ def tune(hill: Hill, submission: str, budget: int, tuner_name: str = "random", p
                  "run_id": report["run_id"] if report else None, "report": report}
         trials.append(entry)
         shown = "  ".join(f"{m['name']}={m['value']:.6g}" for m in entry["metrics"]) or entry["reason"] or ""
-        progress(f"trial {index:>3}  {entry['status']:<8} {shown}  "
+        score, first = _score(report), (entry["metrics"] or [{}])[0]
+        if entry["status"] == "passing" and score is not None and (
+                best_so_far[0] is None or (score < best_so_far[0] if first.get("direction") == "min"
+                                           else score > best_so_far[0])):
+            best_so_far[0] = score
+        best_text = f"best so far {best_so_far[0]:.6g}" if best_so_far[0] is not None else "none passing yet"
+        progress(f"trial {index:>3}/{budget}  {entry['status']:<8} {shown}  "
                  + "  ".join(f"{k}={v}" for k, v in values.items()))
+        if len(trials) < budget:
+            # On a terminal, the live line says how far the tuner is.
+            from .progress import phase
+
+            phase(progress, f"trial {len(trials)} of {budget} running (0 to {budget - 1}); {best_text}")
         return entry
 
     first_values = spaces.defaults(declaration)

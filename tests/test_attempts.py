@@ -62,10 +62,12 @@ def test_intact_history_shows_attempts_best_and_chain(log):
     assert result.code == 0, result.output
     assert "tried @ " in result.out and "3 attempt(s)" in result.out
     lines = result.out.splitlines()
-    assert lines[1] == "   SEQ  TIMESTAMP             SUBMISSION           RESULT"
+    assert lines[1] == "   SEQ  TIMESTAMP             SUBMISSION                VS BEST  RESULT"
     # Every column starts where its header does.
     for line in lines[2:5]:
-        assert line[6] == " " and line[8:28].endswith("Z") and line[30:37] == "blake3:" and line[51:57] == "PASSED"
+        assert line[6] == " " and line[8:28].endswith("Z") and line[30:37] == "blake3:" and line[65:71] == "PASSED"
+    # Scores 1, 3, 2: each against the best before it, a new best starred.
+    assert [line[51:63].strip() for line in lines[2:5]] == ["first", "+2 *", "-1"]
     assert "chain intact: 6 entries" in result.out
     best = result.out.split("best:")[1]
     assert "seq 3" in best and "total=3" in best and "(of 3 passing)" in best

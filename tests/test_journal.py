@@ -163,3 +163,15 @@ def test_chromium_draws_the_score_plot(page: str, tmp_path: Path) -> None:
     left = _best_line_pixels(tmp_path / "bare.png")
     assert left < 200
     assert drawn - left > 1000, f"only {drawn - left} pixels of the best-so-far line in the screenshot"
+
+
+def test_attempts_and_rank_tell_a_tiny_gain_from_a_tie(climbed, module_machine) -> None:
+    with on_machine(module_machine):
+        listed = hills("attempts", "climb")
+        ranked = hills("rank", "-H", "climb")
+    assert listed.code == 0 and ranked.code == 0, listed.output + ranked.output
+    row = next(line for line in listed.out.splitlines() if "total=5.00001 " in line)
+    assert "+5.7e-06 *" in row  # a new best, by 5.7e-6 over the 5 before it
+    gained = next(line for line in ranked.out.splitlines() if "total=5.00001 " in line)
+    assert " -2 " in gained  # 2 behind the best, 7
+    assert "total=5 " in ranked.out  # the tie it would have been at fewer digits is not one

@@ -69,10 +69,12 @@ def test_rank_human_table(reports):
     assert result.code == 0, result.output
     lines = result.out.splitlines()
     assert lines[0].startswith("ranked @ ") and "[mode=validation]" in lines[0]
-    assert lines[1].lstrip().startswith("1. PASSED") and "total=3" in lines[1]
-    assert "total=2 " in lines[2] and "total=1 " in lines[3]
-    assert lines[4] == "not ranked:"
-    assert str(reports["tampered"]) in lines[5] and "INVALID" in lines[5]
+    assert lines[1].lstrip().startswith("1. PASSED") and "total=3" in lines[1] and " best " in lines[1]
+    # Each below the best with its change from it.
+    assert "total=2 " in lines[2] and " -1 " in lines[2] and "total=1 " in lines[3] and " -2 " in lines[3]
+    assert lines[4] == "      (none has replicates: no gap is judged noise; run --repeat N where scores vary)"
+    assert lines[5] == "not ranked:"
+    assert str(reports["tampered"]) in lines[6] and "INVALID" in lines[6]
 
 
 def test_rank_logged_reports_of_a_hill(reports):

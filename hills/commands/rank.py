@@ -45,8 +45,16 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
     return errors.EXIT_OK
 
 
+def _first_value(report: dict) -> object:
+    metrics = report.get("metrics")
+    return metrics[0].get("value") if isinstance(metrics, list) and metrics and isinstance(metrics[0], dict) else None
+
+
 def render(result: dict) -> None:
-    """Each comparable group, its entries in order; then those not ranked."""
+    """Each comparable group, its entries in order, each with its change
+    from the group's best and a mark when its gap to the one above is
+    within the replicate spread (`noise`); then those not ranked."""
+    from .. import numbers
     from ..rank import apart_text
     from ..report import summary_line
 
@@ -55,11 +63,17 @@ def render(result: dict) -> None:
         emit(f"{group['hill']} @ {(group['tree_hash'] or '')[:12]}  [{primary}]")
         if group["params_apart"]:
             emit(f"  ranked apart: params other than the hill's defaults: {apart_text(group['params_apart'])}")
-        for entry in group["entries"]:
+        values = [_first_value(entry["report"]) for entry in group["entries"]]
+        digits = numbers.digits_for(values)
+        for entry, value in zip(group["entries"], values):
             report = entry["report"]
             noise = "  (within noise of the one above)" if entry["noise"] else ""
-            emit(f"  {entry['position']:>3}. {summary_line(report)}  {(report.get('submission_hash') or '')[:19]}  "
-                 f"{entry['source']}{noise}")
+            behind = numbers.change(value, values[0]) if entry["position"] > 1 else "best"
+            emit(f"  {entry['position']:>3}. {summary_line(report, digits)}  {behind:>9}  "
+                 f"{(report.get('submission_hash') or '')[:19]}  {entry['source']}{noise}")
+        if len(values) > 1 and not any(entry["report"].get("spread") for entry in group["entries"]):
+            # Noise is judged from replicates: without them no gap is called noise.
+            emit("      (none has replicates: no gap is judged noise; run --repeat N where scores vary)")
     if result["apart"]:
         emit("not ranked:")
         for entry in result["apart"]:

@@ -38,9 +38,13 @@ def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: 
 
     if workers is not None and on is None:
         raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
+    from ..progress import Progress, mode_for
+
     target = hill.resolve(hill_name)
     if on is None:
-        result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say)
+        with Progress(mode_for()) as shown:
+            shown.phase(f"trial 0 of {budget} running (the declared defaults)")
+            result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=shown)
     else:
         result = _tune_on_cluster(target, submission, budget, tuner, workers or parallel, params, seed, on)
     if as_json:
