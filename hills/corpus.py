@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 NAME = "cheat corpus"
 # The corpus's version: a new cheat, or a changed verdict rule, is a new
 # version. The gate's digest covers it, and reports name it.
-VERSION = 1
+VERSION = 2
 EXPLOITS = "exploits"
 EXPECT = "expect.json"
 EXPECT_KEYS = ("status", "no_better_than_example")
@@ -241,6 +241,10 @@ def builtin_cheats(spec: Mapping[str, Any], hill_dir: str, example: str, baselin
     if data:
         cheats.append(cheat("empty outputs", {rel: b"" for rel in data}))
         cheats.append(cheat("{} outputs", {rel: b"{}" for rel in data}))
+        inputs = _public_inputs(spec, hill_dir)
+        if inputs:
+            first = inputs[sorted(inputs)[0]]
+            cheats.append(cheat("echo of the public inputs", {rel: inputs.get(rel, first) for rel in data}))
         for label, value in (("NaN", math.nan), ("inf", math.inf), ("-inf", -math.inf), ("None", None)):
             swapped = {rel: _replace_numbers(content, value) for rel, content in data.items()}
             if any(content is not None for content in swapped.values()):
@@ -263,6 +267,19 @@ def builtin_cheats(spec: Mapping[str, Any], hill_dir: str, example: str, baselin
             crashing = handle.read() + b"\nraise SystemExit(1)  # hills check: cheat corpus\n"
         cheats.append(Cheat("result then crash", source=example, files={script: crashing}))
     return cheats
+
+
+def _public_inputs(spec: Mapping[str, Any], hill_dir: str) -> dict[str, bytes]:
+    """The public inputs a cheat may echo as its outputs: the validation
+    split's `solution.inputs`, else the hill's `data/` folder (never
+    private/)."""
+    solution = spec.get("solution") or {}
+    folder = (solution.get("inputs") or {}).get("validation") or "data"
+    path = os.path.realpath(os.path.join(hill_dir, folder))
+    private = os.path.realpath(os.path.join(hill_dir, "private"))
+    if path == private or path.startswith(private + os.sep) or not os.path.isdir(path):
+        return {}
+    return _read_files(path)
 
 
 def _crashing_writer(outputs: Mapping[str, bytes]) -> bytes:

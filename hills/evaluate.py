@@ -23,8 +23,8 @@ from collections.abc import Mapping
 # state.copy_tree's.
 # command (the command shape's) and sdk (copied into the sdk folder once) are
 # imported where they are needed.
-from . import (caller, chain, locks, progress, replicates, report as report_module, runner, sandbox, signing, snapshot,
-               spaces, state, uvenv)
+from . import (caller, chain, locks, progress, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces,
+               state, uvenv)
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
 from .git import lineage
@@ -135,6 +135,7 @@ class EvalContext:
     sdk_dir: str
     wrapper: str  # $HILLS_PYTHON: the confined interpreter
     confinement: sandbox.Confinement
+    seed_key: str = ""  # hex: draws the replicate and secret seeds (seeds.py)
 
 
 @frozen
@@ -146,6 +147,7 @@ class Replicate:
     submission_dir: str
     env: Mapping[str, str]  # added to the evaluator's environment
     hidden: tuple[str, ...] = ()  # hidden from the evaluator: the snapshot, when a solution phase ran
+    secret: int = 0  # HILLS_SECRET_SEED: the evaluator's alone (seeds.py)
 
 
 @frozen
@@ -559,6 +561,10 @@ def _make_sdk(root: str) -> None:
     for source in (str(spaces.__file__), str(sdk.__file__), SHIM):
         shutil.copy2(source, os.path.join(staging, "hills", os.path.basename(source)))
     compile_bytecode(os.path.join(staging, "hills"))
+    # The access audit's hook, first on the path of the code hills.sdk starts (docs/audit.md).
+    os.makedirs(os.path.join(staging, "audit"))
+    shutil.copy2(os.path.join(os.path.dirname(__file__), "audithook.py"), os.path.join(staging, "audit", "sitecustomize.py"))
+    compile_bytecode(os.path.join(staging, "audit"))
     for name, text in (("python", PYTHON_WRAPPER), ("python3", PYTHON_WRAPPER), ("hillclimb-python", HILLCLIMB_WRAPPER)):
         wrapper = os.path.join(staging, "bin", name)
         with open(wrapper, "w", encoding="utf-8") as handle:
@@ -872,7 +878,7 @@ def scoring_replicate(ctx: EvalContext, rep: Replicate, outputs_dir: str) -> Rep
     tag = rep.tag
     config = ctx.confinement.submission_config(outputs_dir, _fresh(os.path.join(ctx.run_dir, "scratch-score" + tag)))
     env = dict(rep.env, HILLS_SUBMISSION=outputs_dir, HILLS_OUTPUTS=outputs_dir,
-               HILLS_SUBMISSION_SANDBOX=json.dumps(config))
+               HILLS_SUBMISSION_SANDBOX=json.dumps(config), HILLS_SECRET_SEED=str(rep.secret))
     if ctx.spec["evaluator"]["shape"] != "function":
         from . import command
 
@@ -881,7 +887,7 @@ def scoring_replicate(ctx: EvalContext, rep: Replicate, outputs_dir: str) -> Rep
         except report_module.Malformed as exc:
             raise Refused(str(exc))
     hidden = (rep.submission_dir, os.path.join(ctx.run_dir, "scratch" + tag), ctx.source_dir)
-    return Replicate(rep.seed, tag, outputs_dir, env, hidden)
+    return Replicate(rep.seed, tag, outputs_dir, env, hidden, rep.secret)
 
 
 def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
@@ -1195,6 +1201,10 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
         {"name": "isolation", "value": ctx.confinement.level, "primary": False}]
     # What ran confined, the caps and the caps hit (hills-report(5)).
     envelope["isolation"] = ctx.confinement.record()
+    from . import measures, seeds
+
+    envelope["seeds"] = seeds.record(ctx.spec, ctx.seed_key, max(len(runs.cores), 1))
+    measures.attach(envelope, ctx.confinement.events, ctx.spec)  # measured, claimed, audit, fingerprint
     reason = runs.reason
     hits = envelope["isolation"]["caps_hit"]
     if hits and runs.status not in ("passing", "interrupted"):
@@ -1268,7 +1278,7 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
                        verbose=req.verbose, queue=req.queue, split="holdout" if req.final else "validation",
                        run_dir=run_dir, run_hill_dir=run_hill_dir, source_dir=os.path.join(run_dir, "source"),
                        python=python, sdk_dir=sdk_dir, wrapper=os.path.join(sdk_dir, "bin", "python"),
-                       confinement=confinement)
+                       confinement=confinement, seed_key=os.urandom(16).hex())
 
 
 def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], None] | None = None) -> Runs:
@@ -1320,9 +1330,12 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
                 solution if ctx.spec["solution"] else None)
 
 
-def _replicate(ctx: EvalContext, seed: int) -> Replicate:
-    """A fresh copy of the snapshot for replicate `seed`, and its environment."""
-    tag = "" if ctx.repeat == 1 else f"-{seed}"
+def _replicate(ctx: EvalContext, index: int) -> Replicate:
+    """A fresh copy of the snapshot for replicate `index`, and its environment."""
+    from . import seeds
+
+    tag = "" if ctx.repeat == 1 else f"-{index}"
+    seed, secret = seeds.replicate_seed(ctx.spec, ctx.seed_key, index), seeds.secret_seed(ctx.seed_key, index)
     submission_dir = _fresh(os.path.join(ctx.run_dir, "submission" + tag))
     state.copy_tree(ctx.source_dir, submission_dir, symlinks=True)
     config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(ctx.run_dir, "scratch" + tag)))
@@ -1330,6 +1343,8 @@ def _replicate(ctx: EvalContext, seed: int) -> Replicate:
            "PYTHONPATH": ctx.sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
     if ctx.trial is not None:
         env["HILLS_PARAMS"] = json.dumps(ctx.trial, sort_keys=True)
+    if not ctx.spec["solution"]:  # else the scoring phase gets it (scoring_replicate)
+        env[seeds.ENV_SECRET] = str(secret)
     if ctx.spec["evaluator"]["shape"] != "function":
         from . import command
 
@@ -1342,7 +1357,7 @@ def _replicate(ctx: EvalContext, seed: int) -> Replicate:
         config["links"] = {name: os.readlink(os.path.join(submission_dir, name)) for name in ("problem", "data")
                            if os.path.islink(os.path.join(submission_dir, name))}
         env["HILLS_SUBMISSION_SANDBOX"] = json.dumps(config)
-    return Replicate(seed, tag, submission_dir, env)
+    return Replicate(seed, tag, submission_dir, env, secret=secret)
 
 
 def _finish(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None = None) -> None:
@@ -1369,3 +1384,8 @@ def _finish(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None = Non
         with state.file_lock(os.path.join(hill.repo.git_dir, "hills-notes.lock")):
             # Through stdin: a report can be far larger than one argument may be.
             hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "--file=-", plan.head, input=note)
+        if envelope.get("status") in ("passing", "failing", "implausible"):
+            from . import rescore
+
+            # Kept by content hash, for `hills rescore` against a later version.
+            rescore.keep(os.path.join(run_dir, "source"), envelope)

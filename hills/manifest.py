@@ -193,6 +193,12 @@ def _metric_rule(values: dict[str, Any], at: At) -> None:
     if "for_params" in values and floor is None and ceiling is None and best is None:
         at.child("for_params").fail("floor, ceiling or best_known beside it (for_params says when they hold)",
                                     values["for_params"])
+    for name in ("claim_tolerance", "claim_slack"):
+        if name in values and "claimed" not in values:
+            at.child(name).fail("claimed beside it (it says how far a claimed time may be from the measured one)",
+                                values[name])
+    if values.get("timing") is False and "claimed" in values:
+        at.child("timing").fail("true or absent for a claimed time (a claimed time is a timing metric)", False)
 
 
 def _bounds_rule(values: dict[str, Any], at: At) -> None:
@@ -297,6 +303,25 @@ sum for 26 circles is not that for 27): a mapping of param names to
 values; the bounds apply only to evaluations run with those values, and
 other evaluations are not judged against them. Each name is a param of
 the hill and each value one it may take."""),
+    Key("timing", _BOOLEAN, kind="boolean", note="default false; true with claimed",
+        doc="""Whether the metric is a time (or a speed) that depends on the machine:
+reports of a hill that declares one rank only beside reports from the same
+hardware fingerprint (hills-report(5), `fingerprint`)."""),
+    Key("claimed", one_of("wall", "cpu"), kind="string", note="default none",
+        doc="""The metric is a time in seconds that the evaluator takes from the
+submission (its own timer's figure), to be held against the time hills
+measures from outside the submitted code: `wall` for the wall time of what
+submitted code ran, `cpu` for its CPU time. A claimed time outside
+`claim_tolerance` and `claim_slack` of the measured one makes the report
+unofficial, with the reason. Implies `timing`."""),
+    Key("claim_tolerance", scalar("a number from 0 to 1", lambda value: is_number(value) and 0 <= value <= 1),
+        kind="number", note="default 0.5, with claimed only",
+        doc="""How far, as a fraction of the measured time, a claimed time may fall
+below it or rise above it (a timer inside the code does not time the
+interpreter's start), 0.5 when left out."""),
+    Key("claim_slack", scalar("a number of seconds >= 0", lambda value: is_number(value) and value >= 0),
+        kind="number", note="default 0.1, with claimed only",
+        doc="Seconds allowed beside `claim_tolerance`, 0.1 when left out."),
 ), rule=_metric_rule)
 
 BLOBS_KEYS = Table("a mapping with track and threshold", (
@@ -428,9 +453,17 @@ watchdog: exit 0 keeps the status `passing`, another exit status makes it
 climber's disposable copy (hills-describe(1) says where it is); only
 `--current` evaluations read it."""),
     Key("replicates", scalar("an integer >= 1", lambda value: is_count(value, 1)), kind="integer", default=1,
-        doc="""How many replicates each evaluation runs, at least 1, with seeds 0 to N-1;
-`hills eval --repeat N` overrides it. Metrics are then medians, with their
-spread; see hills-eval(1)."""),
+        doc="""How many replicates each evaluation runs, at least 1; `hills eval
+--repeat N` overrides it. Metrics are then medians, with their spread; see
+hills-eval(1)."""),
+    Key("seeds", one_of("fresh", "fixed"), kind="string", default="fresh",
+        doc="""Where the replicates' seeds (`HILLS_REPLICATE_SEED`) come from: `fresh`
+draws them anew for each evaluation, so no submission can have computed
+its outputs for them beforehand; `fixed` makes them 0 to N-1. Either way
+each replicate's evaluator (the scoring phase, when the hill has a
+solution phase) also gets `HILLS_SECRET_SEED`, drawn for the evaluation
+and never passed to submitted code, from which it may regenerate its test
+inputs; the report's `seeds` names both once the evaluation has ended."""),
     Key("final", FINAL_KEYS, kind="mapping", default={}, absent=null, note="default no budget",
         doc="""`budget`: how many `--final` (holdout) evaluations each committed version
 of the hill allows, official or not (a look at the holdout is a look), an
