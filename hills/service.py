@@ -97,6 +97,14 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     layout = Layout(state_dir)
     layout.prepare()
     listener = _listen(path)
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # A stop (systemctl stop, kill) ends the listener like Ctrl-C: its
+    # socket goes; the connections being answered finish on their own.
+    signal.signal(signal.SIGTERM, stop)
     if ready is not None:
         ready(path)
     children: set[int] = set()

@@ -220,6 +220,10 @@ def make_hill(service: Service, user: str, name: str, budget: int | None = None,
     private = hill / "private"
     private.mkdir(exist_ok=True)
     (private / "secret.txt").write_text("the held-out phrase is quartz-lantern-9137 and nothing else\n")
+    manifest = (hill / "hill.yaml").read_text()
+    assert "outputs: [answer.txt]" in manifest
+    # The scoring phase sees the solution phase's outputs only: `sleep` too.
+    (hill / "hill.yaml").write_text(manifest.replace("outputs: [answer.txt]", 'outputs: [answer.txt, "sleep*"]'))
     if budget is not None:
         with open(hill / "hill.yaml", "a", encoding="utf-8") as handle:
             handle.write(f"final:\n  budget: {budget}\n")

@@ -211,10 +211,36 @@ def test_killing_the_client_mid_final_eval_neither_stops_nor_hides_it(service):
     assert _wait_for(lambda: any("report" in line for line in service.log_lines(PEEK)))
     outcome = [line for line in service.log_lines(PEEK) if "report" in line][-1]["report"]
     assert outcome["final"] and outcome["status"] == "passing" and outcome["user"] == service.climber
+    assert outcome["duration_s"] >= 3  # it ran its course after the client was gone
     attempts = service.hills(service.climber, "attempts", PEEK)
     assert attempts.code == 0 and "ABANDONED" not in attempts.out + attempts.err
     again = service.hills(service.climber, "eval", folder, "-H", PEEK, "--final")
     assert again.code == 5 and "budget" in again.err and "spent" in again.err
+
+
+def test_control_in_same_user_mode_killing_the_eval_leaves_no_outcome(service):
+    project = str(Path(home_of(service.climber)) / "project")
+    if not (Path(project) / ".hills" / "own").exists():
+        assert make_hill(service, service.climber, "own", extra_env=same_user()).code == 0
+    folder = submission(service, service.climber, "sub-own-kill", sleep=5)
+    own_home = Path(home_of(service.climber)) / "hills-home" / "state"
+
+    def lines() -> list[dict]:
+        found = []
+        for log in own_home.glob("own@*/attempts.jsonl"):
+            found += [json.loads(line) for line in log.read_text().splitlines() if line.endswith("}")]
+        return found
+
+    before = len([line for line in lines() if "report" in line])
+    client = subprocess.Popen(service.argv(service.climber, [*service.python, "-m", "hills", "eval", folder,
+                                                            "-H", "own"], HILLS_SERVICE="off"),
+                              cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert _wait_for(lambda: len([line for line in lines() if "started" in line]) > before)
+    os.killpg(client.pid, signal.SIGKILL)
+    client.wait()
+    time.sleep(6)
+    # The eval died with its client: no outcome was logged (only its started entry tells).
+    assert len([line for line in lines() if "report" in line]) == before
 
 
 def test_control_a_same_user_climber_deletes_its_log_and_gets_the_budget_back(service):
@@ -354,3 +380,32 @@ def test_the_climber_cannot_touch_the_services_notes_and_its_own_count_for_nothi
     assert service.hills(service.climber, "eval", folder, "-H", "own", cwd=project, **same_user()).code == 0
     own_vc = Path(project) / ".hills" / "own" / ".vc"
     assert service.shell(service.climber, f"git --git-dir='{own_vc}' update-ref -d refs/notes/hills/reports").code == 0
+
+
+def test_submitted_code_in_the_service_reaches_neither_the_key_nor_the_vault(service):
+    folder = Path(submission(service, service.climber, "sub-probe"))
+    targets = [str(service.state / "home" / "key"), str(service.state / "home" / "vault"),
+               str(service.state / "project" / ".hills" / DEMO / "private" / "secret.txt"),
+               str(service.state / "requests")]
+    (folder / "solution.py").write_text(
+        "import os\n"
+        f"reached = [path for path in {targets!r} if os.path.exists(path)]\n"
+        "open('answer.txt', 'w').write(str(len(reached)))\n")
+    subprocess.run(["chown", "-R", service.climber, str(folder)], check=True)
+    result = service.hills(service.climber, "eval", str(folder), "-H", DEMO, "--json")
+    assert result.code == 0, result.err
+    assert result.report["metrics"][0]["value"] == 0
+    assert result.report["isolation"]["runs"] == 1
+
+
+def test_a_stopped_service_removes_its_socket_and_the_cli_says_it_cannot_reach_it(service):
+    service.stop()
+    try:
+        assert not service.socket.exists()
+        # The configured socket is gone: the CLI works in same-user mode again.
+        listed = service.hills(service.climber, "list")
+        assert listed.code == 0
+        named = service.hills(service.climber, "list", HILLS_SERVICE=str(service.socket))
+        assert named.code == 4 and "cannot reach the hills service" in named.err
+    finally:
+        service.start()
