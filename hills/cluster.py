@@ -11,7 +11,6 @@ import io
 import json
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 import threading
@@ -24,14 +23,6 @@ from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_NO, EXIT_OK, EnvironmentPr
 from .hill import Hill
 
 INSTALL_HINT = "install the extra on this machine and every node: pip install 'hills[ray]'"
-# The node's `hills eval` dies with the worker that started it (a SIGTERM
-# it logs as an interrupt), instead of running on after the task was lost.
-_NODE_BOOT = ("import ctypes,os,signal,sys;"
-              "ctypes.CDLL(None).prctl(1,signal.SIGTERM);"
-              "os.getppid()==int(sys.argv[1]) or sys.exit(130);"
-              "sys.argv=['hills']+sys.argv[2:];"
-              "from hills import entry;entry.main()")
-
 Say = Callable[[str], None]
 
 
@@ -231,7 +222,7 @@ class Session:
         if problem is not None:
             self._note("rejected", prepared, node=node, reason=problem, signer=report.get("signer"))
             hint = (f"if {where} is a node of yours, trust its key on this machine: hills trust add NAME "
-                    f"'{answer['key']}'") if "does not trust" in problem and answer.get("key") else None
+                    f"'{node['key']}'") if "does not trust" in problem and node.get("key") else None
             return _no_report(job, "rejected", f"the report from {where} was refused: {problem}", EXIT_NO, hint)
         logged = {"report": report, "start": start, "node": {"host": where, "signer": signer,
                                                              "node_id": node.get("node_id")}}
@@ -268,7 +259,7 @@ class Session:
 class _Prepared:
     """A job made ready to send: the snapshot of its submission as a tar,
     its hash, the params and knob values the report must name, and the
-    `hills eval` options the node passes on."""
+    eval's options the node passes on."""
 
     job: Job
     folder: str
@@ -276,7 +267,7 @@ class _Prepared:
     submission_hash: str
     params: dict[str, Any]
     trial: dict[str, Any] | None
-    options: list[str]
+    options: dict[str, Any]
 
     @classmethod
     def make(cls, session: Session, job: Job) -> _Prepared:
@@ -297,16 +288,8 @@ class _Prepared:
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        options = [item for text in job.param_texts for item in ("-p", text)]
-        knobs = job.knobs
-        if isinstance(knobs, Mapping):
-            options += [item for name, value in knobs.items() for item in ("-k", f"{name}={json.dumps(value)}")]
-        elif knobs:
-            options += [item for text in knobs for item in ("-k", text)]
-        if job.final:
-            options.append("--final")
-        if job.repeat is not None:
-            options += ["--repeat", str(job.repeat)]
+        knobs = dict(job.knobs) if isinstance(job.knobs, Mapping) else list(job.knobs) if job.knobs else None
+        options = {"params": list(job.param_texts), "knobs": knobs, "final": job.final, "repeat": job.repeat}
         return cls(job, folder, buffer.getvalue(), submission_hash, params, trial, options)
 
 
@@ -353,11 +336,12 @@ def _bundle_bytes(hill: Hill) -> bytes:
 
 # --- on the node -----------------------------------------------------------
 
-def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive: bytes, options: list[str],
+def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive: bytes, options: dict[str, Any],
               head: dict[str, str]) -> dict[str, Any]:
     """The Ray task: the hill version from the node's cache (unbundled from
-    `bundle_holder[0]` on a miss), the submission unpacked, the node's own
-    `hills eval` run on it; returns its signed report and who ran it."""
+    `bundle_holder[0]` on a miss), the submission unpacked, and the node's
+    own eval pipeline run on it, confined and logged as `hills eval` runs
+    it there; returns the report the node's key signed and who ran it."""
     import socket
 
     import ray
@@ -370,36 +354,33 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
                          "of its own, so it needs machine state of its own",
                 "hint": "start the node's Ray with another HILLS_HOME, e.g. HILLS_HOME=~/.autolab/hills-node "
                         "ray start --address HEAD:PORT"}
+    from . import ed25519
+    from .hill import resolve
+
+    keys = trust.machine_keys(for_signing=True)
+    node["key"] = ed25519.public_line(keys.public, trust.comment()) if keys.public else None
+    work = None
     try:
         hill_dir = cached_hill(hill_name, tree_hash, lambda: ray.get(bundle_holder[0]))
-    except HillsError as exc:
-        return {"node": node, "exit_code": exc.exit_code, "error": exc.message, "hint": exc.hint}
-    work = tempfile.mkdtemp(prefix="eval-", dir=_scratch())
-    try:
+        work = tempfile.mkdtemp(prefix="eval-", dir=_scratch())
         with tarfile.open(fileobj=io.BytesIO(archive)) as unpacked:
             # The "data" filter exists from Python 3.11.4; the tar is the
             # head's snapshot, which holds no link leaving it.
             extract: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             unpacked.extractall(work, **extract)
-        argv = [sys.executable, "-c", _NODE_BOOT, str(os.getpid()), "eval", os.path.join(work, "submission"),
-                "-H", hill_dir, "--json", "--queue", *options]
-        import subprocess
-
-        done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        knobs = options.get("knobs")
+        request = evaluate.EvalRequest(resolve(hill_dir), os.path.join(work, "submission"),
+                                       tuple(options.get("params") or ()), final=bool(options.get("final")),
+                                       queue=True, repeat=options.get("repeat"),
+                                       knobs=tuple(knobs) if isinstance(knobs, list) else knobs)
+        outcome = evaluate.evaluate(request)
+    except HillsError as exc:
+        return {"node": node, "exit_code": exc.exit_code, "error": exc.message, "hint": exc.hint}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-    try:
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        report = None
-    said = [line for line in done.stderr.splitlines() if line.startswith(("error: ", "hint: "))]
-    keys = trust.machine_keys()
-    from . import ed25519
-
-    return {"node": node, "report": report, "exit_code": done.returncode,
-            "error": next((line[7:] for line in said if line.startswith("error: ")), None),
-            "hint": next((line[6:] for line in said if line.startswith("hint: ")), None),
-            "key": ed25519.public_line(keys.public, trust.comment()) if keys.public else None}
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"node": node, "report": outcome.report, "exit_code": outcome.exit_code, "error": outcome.message,
+            "hint": outcome.hint}
 
 
 def cached_hill(hill_name: str, tree_hash: str, fetch: Callable[[], bytes]) -> str:

@@ -25,7 +25,7 @@ SEVERITY = (EXIT_OK, EXIT_NO, EXIT_NOT_SCORED, EXIT_USAGE, EXIT_ENVIRONMENT, EXI
 
 
 def worst(codes: Iterable[int]) -> int:
-    """The worst of exit codes, by SEVERITY (an unknown code counts as a bug)."""
+    """The worst of exit codes, by SEVERITY (an unknown code ranks as a bug)."""
     rank = {code: index for index, code in enumerate(SEVERITY)}
     return max(codes, key=lambda code: rank.get(code, rank[EXIT_BUG]), default=EXIT_OK)
 

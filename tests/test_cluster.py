@@ -6,10 +6,8 @@ head; a worker killed mid-eval is logged and its eval retried."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 
 from conftest import run_bin, run_cli
 from eval_fixtures import make_hill, on_machine, submission
+from ray_head import LOOPBACK, Head
 
 ray = pytest.importorskip("ray", reason="the hills[ray] extra is not installed")
 
@@ -35,59 +34,6 @@ SLOW_EVAL = """\
                 "config": [{"name": "mode", "value": "validation", "primary": True}],
                 "details": {} if value >= 0 else {"reason": "negative score"}}
     """
-# Only loopback: Ray would otherwise take this machine's own network address.
-LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Head:
-    """A Ray head on 127.0.0.1 with 2 CPUs, its node's HILLS_HOME its own."""
-
-    def __init__(self, node_home, env):
-        self.node_home = node_home
-        self.port = _free_port()
-        # Short: Ray's socket paths live under it, and a unix socket path is short.
-        self.temp = tempfile.mkdtemp(prefix="hr", dir="/tmp")
-        self.env = dict(env, HILLS_HOME=str(node_home), **LOOPBACK)
-        argv = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus", "2",
-                "--port", str(self.port), "--node-ip-address", "127.0.0.1", "--temp-dir", self.temp,
-                "--include-dashboard", "false", "--disable-usage-stats",
-                "--dashboard-agent-listen-port", str(_free_port()), "--min-worker-port", "0", "--max-worker-port", "0"]
-        self.log = open(os.path.join(self.temp, "head.log"), "w")
-        self.process = subprocess.Popen(argv, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.time() + 90
-        while True:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
-                    break
-            assert self.process.poll() is None and time.time() < deadline, Path(self.temp, "head.log").read_text()
-            time.sleep(0.5)
-
-    @property
-    def address(self):
-        return f"ray://127.0.0.1:{self.port}"
-
-    def stop(self):
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self.log.close()
-        import shutil
-
-        shutil.rmtree(self.temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
