@@ -451,6 +451,31 @@ def _vault_import(layout: Layout, hill_dir: str) -> list[str]:
     return data
 
 
+def _join_history(repo: Any) -> None:
+    """A bundle holds its commit without its parents (marked shallow); in
+    the service's copy, which has the parents, the mark would cut the
+    hill's history at the new version: drop it there."""
+    shallow = os.path.join(repo.git_dir, "shallow")
+    try:
+        with open(shallow, encoding="utf-8") as handle:
+            marked = [line.strip() for line in handle if line.strip()]
+    except FileNotFoundError:
+        return
+    kept = []
+    for commit in marked:
+        body = repo.run("cat-file", "commit", commit)
+        parents = [line.split(" ", 1)[1] for line in body.split("\n\n", 1)[0].splitlines()
+                   if line.startswith("parent ")]
+        if not parents or any(found is None for found in repo.batch_check(parents)):
+            kept.append(commit)
+    from . import state
+
+    if kept:
+        state.atomic_write(shallow, "".join(f"{commit}\n" for commit in kept))
+    else:
+        os.unlink(shallow)
+
+
 def _update_copy(target: str, staged: str, commit: str, data: list[str]) -> None:
     """Move the service's copy of a hill to a new version: its objects
     fetched from the staged copy (the old history and notes stay), its
@@ -462,6 +487,7 @@ def _update_copy(target: str, staged: str, commit: str, data: list[str]) -> None
              "+refs/heads/main:refs/hills/incoming")
     repo.run("update-ref", "refs/heads/main", commit)
     repo.run("update-ref", "-d", "refs/hills/incoming")
+    _join_history(repo)
     repo.run("read-tree", "--reset", "-u", commit)
     private = os.path.join(target, locks.PRIVATE_DIR)
     shutil.rmtree(private, ignore_errors=True)

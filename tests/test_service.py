@@ -409,3 +409,37 @@ def test_a_stopped_service_removes_its_socket_and_the_cli_says_it_cannot_reach_i
         assert named.code == 4 and "cannot reach the hills service" in named.err
     finally:
         service.start()
+
+
+def test_a_new_version_replaces_the_served_one_and_the_old_ones_history_stays(service):
+    hill = Path(home_of(service.admin)) / "project" / ".hills" / CRASH
+    old_tree = service.hills(service.climber, "describe", CRASH, "--json")
+    assert old_tree.code == 0, old_tree.err
+    with open(hill / "README.md", "a", encoding="utf-8") as handle:
+        handle.write("\nA second version of the task text.\n")
+    committed = service.hills(service.admin, "commit", CRASH, "-m", "second",
+                              cwd=str(Path(home_of(service.admin)) / "project"))
+    assert committed.code == 0, committed.err
+    new_tree = committed.out.split()[-1]
+    described = service.hills(service.climber, "describe", CRASH)
+    assert described.code == 0 and "A second version of the task text." in described.out + described.err
+    folder = submission(service, service.climber, "sub-second")
+    report = service.hills(service.climber, "eval", folder, "-H", CRASH, "--final", "--json")
+    assert report.code == 0, report.err  # a new version: a fresh holdout budget
+    assert report.report["tree_hash"] == new_tree and report.report["details"]["secret_words"] == 8
+    log = service.hills(service.climber, "log", CRASH)
+    assert log.code == 0 and "second" in log.out and "first" in log.out, log.out + log.err
+
+
+def test_the_climbers_reading_verbs_answer_through_the_service(service):
+    folder = submission(service, service.climber, "sub-read")
+    report = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
+    path = Path(home_of(service.climber)) / "read.json"
+    path.write_text(report.out)
+    subprocess.run(["chown", service.climber, str(path)], check=True)
+    for args in (("describe", DEMO), ("show", str(path)), ("rank", "-H", DEMO), ("rank", str(path)),
+                 ("list",), ("attempts", DEMO, "--json")):
+        answered = service.hills(service.climber, *args)
+        assert answered.code == 0, (args, answered.err)
+    shown = service.hills(service.climber, "show", "-", input=report.out)
+    assert shown.code == 0, shown.err
