@@ -299,13 +299,7 @@ def _examples(where: At, source: str, values: dict[str, Any]) -> dict[str, Any]:
     references = dict(values["chart_baselines"])
     if baseline is not None and not isinstance(baseline, str):
         references = {"baseline": baseline, **{k: v for k, v in references.items() if k != "baseline"}}
-    examples_dir = os.path.join(source, "examples")
-    if not (baseline_file or values["baseline_files"] or os.path.isfile(os.path.join(source, "solution.py")) or (
-            os.path.isdir(examples_dir) and any(os.path.isfile(os.path.join(examples_dir, entry, "solution.py"))
-                                                for entry in os.listdir(examples_dir)))):
-        raise UsageError(f"'{where.source}': no example solution to import: key 'baseline' names no file, and "
-                         "there is no baseline_files, solution.py or examples/NAME/solution.py",
-                         hint="set 'baseline: baseline.py' to a solution that scores")
+    # A problem without any solution is imported with a placeholder example (_write_examples).
     return {"baseline_file": baseline_file, "baseline_files": values["baseline_files"], "references": references}
 
 
@@ -449,9 +443,11 @@ def import_problem(source_dir: str, staging_dir: str, name: str | None = None) -
         timeout = int(math.ceil(problem["time_limit_s"])) + 300
     _write(staging_dir, "hill.yaml", _hill_yaml(name, problem, entry, timeout, unit_tests))
     os.makedirs(os.path.join(staging_dir, "tests"), exist_ok=True)
-    _write(staging_dir, os.path.join("tests", TEST_FILE), _hill_test(problem, entry, examples[0], timeout))
+    _write(staging_dir, os.path.join("tests", TEST_FILE), _hill_test(problem, entry, examples[0], timeout,
+                                                                     _is_placeholder(staging_dir, examples[0])))
     if not problem["holdout"]:
         notes.append("the problem has no holdout split, so `final: {budget: 0}` refuses `hills eval --final`")
+    problem["placeholder"] = _is_placeholder(staging_dir, examples[0])
     _write(staging_dir, "README.md", _readme(problem, entry, examples, held_out, notes))
     return {"problem": problem["problem_id"], "shape": problem["shape"], "entry": entry,
             "private": sorted(held_out.values()), "examples": examples, "notes": notes,
@@ -737,10 +733,22 @@ def _write_examples(problem: dict[str, Any], staging: str) -> list[str]:
         names.append(example)
     names += [entry for entry in existing if os.path.isfile(os.path.join(folder, entry, "solution.py"))]
     if not names:
-        raise UsageError(f"'{problem['yaml_path']}': no example solution to import: key 'baseline' names no "
-                         "file, and there is no baseline_files, solution.py or examples/NAME/solution.py",
-                         hint="set 'baseline: baseline.py' to a solution that scores")
+        # hillclimb runs a problem without a baseline; hills needs an example
+        # to check the evaluator's contract and to probe its confinement.
+        placeholder = PLACEHOLDER if PLACEHOLDER not in existing else "hills-" + PLACEHOLDER
+        os.makedirs(os.path.join(folder, placeholder))
+        _write(os.path.join(folder, placeholder), "solution.py", PLACEHOLDER_SOLUTION)
+        names.append(placeholder)
     return names
+
+
+PLACEHOLDER = "placeholder"
+PLACEHOLDER_SOLUTION = """\
+# A placeholder: the hillclimb problem this hill was imported from has no
+# baseline solution. It computes nothing; `hills check` evaluates it to hold
+# the verifier to its contract and to probe its confinement, and does not
+# expect it to score. Write a solution.py that solves the task instead.
+"""
 
 
 def _pyproject(name: str, dependencies: list[str]) -> str:
@@ -787,9 +795,17 @@ def _hill_yaml(name: str, problem: dict[str, Any], entry: list[str], timeout: in
     return "\n".join(lines) + "\n"
 
 
-def _hill_test(problem: dict[str, Any], entry: list[str], example: str, timeout: int) -> str:
+def _is_placeholder(staging: str, example: str) -> bool:
+    path = os.path.join(staging, "examples", example, "solution.py")
+    with open(path, encoding="utf-8") as handle:
+        return handle.read() == PLACEHOLDER_SOLUTION
+
+
+def _hill_test(problem: dict[str, Any], entry: list[str], example: str, timeout: int,
+               placeholder: bool = False) -> str:
     return HILL_TEST.replace("@ENTRY@", json.dumps(entry)) \
         .replace("@EXAMPLE@", json.dumps(example)) \
+        .replace("@PLACEHOLDER@", "True" if placeholder else "False") \
         .replace("@HOLDOUT@", "True" if problem["holdout"] else "False") \
         .replace("@HELD_OUT@", json.dumps(sorted("private/" + rel for rel in problem["holdout_inputs"]))) \
         .replace("@TIMEOUT@", str(timeout))
@@ -811,6 +827,9 @@ ENTRY = @ENTRY@
 EXAMPLE = @EXAMPLE@
 HOLDOUT = @HOLDOUT@
 HELD_OUT = @HELD_OUT@
+# The example is a placeholder that computes nothing (the problem has no
+# baseline): it may fail, but the verifier must still keep its contract.
+PLACEHOLDER = @PLACEHOLDER@
 
 
 def run_verifier(tmp_path, split):
@@ -832,6 +851,8 @@ def run_verifier(tmp_path, split):
     env["HILLS_SCORING_PYTHON"] = sys.executable
     done = subprocess.run(ENTRY, cwd=str(work), env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=@TIMEOUT@)
+    if PLACEHOLDER and done.returncode != 0:
+        return None  # a candidate that computes nothing is buggy: the contract holds
     assert done.returncode == 0, "verifier exited %d: %s" % (done.returncode, done.stderr[-2000:])
     assert result.is_file(), "the verifier exited 0 without writing the result file"
     value = json.loads(result.read_text())
@@ -888,7 +909,13 @@ def _readme(problem: dict[str, Any], entry: list[str], examples: list[str], held
             + (", whose inputs are held out in `private/`." if problem["holdout_inputs"] else "."))]
     scoring += ["", "The solution may use the internet while it runs." if problem["network"]
                 else "The solution may not use the internet while it runs."]
-    scoring += ["", "Examples to start from: " + ", ".join(f"`examples/{name}/`" for name in examples) + "."]
+    if problem.get("placeholder"):
+        scoring += ["", _paragraph(
+            f"The problem has no baseline solution: `examples/{examples[0]}/` holds a `solution.py` that "
+            "computes nothing, there so that `hills check` can hold the verifier to its contract and probe "
+            "its confinement. It is not expected to score; start from an empty `solution.py` of your own.")]
+    else:
+        scoring += ["", "Examples to start from: " + ", ".join(f"`examples/{name}/`" for name in examples) + "."]
     if problem["references"]:
         scoring += ["", "Reference scores:", ""]
         scoring += [f"- {label}: {value}" for label, value in problem["references"].items()]

@@ -225,9 +225,6 @@ BAD_CASES = {
         ["key 'holdout': expected true when 'holdout_inputs' is set"]),
     "missing-scorer": ("metric: s\nhigher_is_better: true\nscore: verify.py\n", None,
                        ["verify.py' is missing (named by key 'score'"]),
-    "no-example": ("metric: s\nhigher_is_better: true\nbaseline: 0.5\n",
-                   {"description.md": "x\n", "verifier.sh": "#!/bin/sh\n"},
-                   ["no example solution to import: key 'baseline'"]),
 }
 
 
@@ -285,6 +282,36 @@ def test_imported_hill_passes_check_and_commits(project, source, name):
             assert rel in private_lock
         assert not [path for path in tree if path.startswith(("private/", "hidden/", "holdout/"))]
     assert "verifier.sh" in tree and "tests/test_hillclimb_problem.py" in tree
+
+
+def test_a_problem_without_a_baseline_gets_a_placeholder_that_check_still_runs(project, tmp_path):
+    source = tmp_path / "no-baseline"
+    shutil.copytree(VERIFIER_SHAPED, source)
+    (source / "baseline.py").unlink()
+    yaml_path = source / "problem.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("baseline: baseline.py\n", "baseline: 0.25\n"))
+    created = run_bin("hills", "new", "nobase", "--from-hillclimb", source)
+    assert created.code == 0, created.output
+    hill_dir = project / ".hills" / "nobase"
+    assert sorted(os.listdir(hill_dir / "examples")) == ["placeholder"]
+    assert (hill_dir / "examples" / "placeholder" / "solution.py").read_text() == hillclimb.PLACEHOLDER_SOLUTION
+    readme = " ".join((hill_dir / "README.md").read_text().split())
+    assert "The problem has no baseline solution: `examples/placeholder/` holds a `solution.py`" in readme
+    assert "- baseline: 0.25" in readme
+    checked = run_bin("hills", "check", "nobase")
+    assert checked.code == 0, checked.output
+    lines = {line.split()[1] if line.split()[1] != "leak" and line.split()[1] != "cheat" else " ".join(
+        line.split()[1:3]): line for line in checked.out.splitlines() if line.startswith("  ")
+        and len(line.split()) > 2}
+    assert lines["tests"].split()[0] == "ok", checked.out
+    assert lines["cheat corpus"].split()[0] == "warn", checked.out
+    assert "the example does not pass (buggy:" in lines["cheat corpus"]
+    if "bubblewrap" in lines["isolation"] and lines["isolation"].split()[0] == "ok":
+        assert lines["leak probe"].split()[0] == "ok", checked.out
+    # A solution that keeps the contract scores: the placeholder was only a stand-in.
+    (hill_dir / "examples" / "placeholder" / "solution.py").write_text((VERIFIER_SHAPED / "baseline.py").read_text())
+    result, report = eval_json("-H", "nobase", "--current", hill_dir / "examples" / "placeholder")
+    assert result.code == 0 and report["status"] == "passing", result.output
 
 
 def test_bin_packing_template_holds_out_its_private_instances(project):
