@@ -38,7 +38,11 @@ EVAL_ARGV = [
     (["sub", "-H", "cp", "--repeat", "0"], False),
     (["sub", "-H", "cp", "--repeat", "x"], False),
     (["sub", "-H", "cp", "--repeat", "²"], False),
-    (["sub", "-H", "cp", "extra"], False),
+    (["sub", "-H", "cp", "extra"], True),  # several DIRs
+    (["sub", "sub", "-H", "cp", "--on", "ray://127.0.0.1:6379", "--workers", "2"], True),
+    (["sub", "-H", "cp", "--on=ray"], True),
+    (["sub", "-H", "cp", "--workers", "0"], False),
+    (["sub", "file.txt", "-H", "cp"], False),
     (["--", "sub", "-H", "cp"], False),
     (["sub", "-vH", "cp"], False),
     (["sub", "-H", "cp", "--final=1"], False),

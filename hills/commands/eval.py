@@ -19,10 +19,15 @@ HELP = """Score the submission folder DIR against a hill's committed evaluator.
     Exits 0 when the submission passed, 1 when it did not, 5 when the hill
     allowed no score (uncommitted changes, no commit, lock drift, a spent
     holdout budget).
+
+    With several DIRs, each is scored in turn, or with --on as tasks on a
+    Ray cluster, each report verified here; the reports are JSON lines on
+    stdout, one per DIR in the order given, and the exit code is the worst
+    of theirs (130, 3, 4, 2, 5, 1, 0, worst first).
     """
 
 DECLARED = fast.Declared("eval", HELP, [
-    fast.Argument("submission", metavar="DIR", kind=fast.PathKind(file_okay=False)),
+    fast.Argument("submissions", metavar="DIR...", many=True, kind=fast.PathKind(file_okay=False)),
     fast.Option("hill_name", "-H", "--hill", metavar="NAME", required=True, help="The hill to score against."),
     fast.Option("params", "-p", "--param", metavar="NAME=VALUE", multiple=True,
                 help="Set a param declared in hill.yaml (repeatable); typed and bounded."),
@@ -35,10 +40,18 @@ DECLARED = fast.Declared("eval", HELP, [
     fast.Option("output", "-o", "--output", metavar="FILE", kind=fast.PathKind(dir_okay=False),
                 help="Also write the report to FILE."),
     fast.Option("repeat", "--repeat", metavar="N", kind=fast.AtLeast(1),
-                help="Run N replicates (seeds 0..N-1); metrics are medians, with their spread."),
+                help="Run N replicates (fresh seeds, unless hill.yaml says seeds: fixed); metrics are medians, "
+                     "with their spread."),
+    fast.Option("against", "--against", metavar="REF", kind=fast.PathKind(file_okay=False),
+                help="A/B: run REF and the submission in turns, N of each (--repeat N, N >= 2), and sign a "
+                     "verdict: improved, indistinguishable or worse."),
     fast.Option("knobs", "-k", "--knob", metavar="NAME=VALUE", multiple=True,
                 help="Set a knob the submission declares in params.json (repeatable); refused outside its range."),
     fast.Option("as_json", "--json", flag=True, help="Print the report as one line of JSON and no summary."),
+    fast.Option("on", "--on", metavar="ray[://ADDRESS]",
+                help="Run each eval as a task on a Ray cluster (the hills[ray] extra); see docs/cluster.md."),
+    fast.Option("workers", "--workers", metavar="N", kind=fast.AtLeast(1),
+                help="With --on: keep at most N evals in flight (default: one per submission)."),
     fast.Option("summary_only", "--summary-only", flag=True,
                 help="Print no report on stdout (write it with -o FILE); the summary on stderr still."),
     fast.Option("quiet", "-q", "--quiet", flag=True, help="Print neither progress nor the summary on stderr."),
@@ -47,20 +60,35 @@ DECLARED = fast.Declared("eval", HELP, [
 ])
 
 
-def run(submission: str, hill_name: str, params: tuple[str, ...], final: bool, force: bool, current: bool,
-        queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
-        knobs: tuple[str, ...], summary_only: bool = False, quiet: bool = False, progress: bool = False) -> int:
-    """The command: the report on stdout (and in FILE), the summary on stderr."""
+def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], final: bool, force: bool,
+        current: bool, queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
+        knobs: tuple[str, ...], on: str | None = None, workers: int | None = None, summary_only: bool = False,
+        quiet: bool = False, progress: bool = False, against: str | None = None) -> int:
+    """The command: the report on stdout (and in FILE), the summary on stderr;
+    with several DIRs or --on, one JSON line per submission, in order."""
     problem = errors.first_missing_dependency()
     if problem is not None:
         raise problem
     from .. import evaluate, hill
 
+    if workers is not None and on is None:
+        raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
+    if on is not None or len(submissions) > 1:
+        from . import batch
+
+        return batch.run_many(submissions, hill_name, params, final=final, force=force, current=current,
+                              queue=queue, verbose=verbose, output=output, as_json=as_json, repeat=repeat,
+                              knobs=knobs, on=on, workers=workers)
+    submission = submissions[0]
     target = hill.resolve(hill_name)
     request = evaluate.EvalRequest(target, submission, tuple(params), final=final, force=force, current=current,
                                    queue=queue, verbose=verbose, repeat=repeat, knobs=tuple(knobs) or None)
     if output:
         _check_output_path(output)
+    if against is not None:
+        from . import ab
+
+        return ab.command(request, against, repeat, output=output, as_json=as_json, quiet=quiet)
     from ..progress import Progress, mode_for
 
     # On a terminal the header comes first and a live line runs below it;
