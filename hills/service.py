@@ -282,7 +282,9 @@ class Handler:
         uid, user = peer_user(self.sock)
         request = self.conn.receive_record(time.monotonic() + protocol.FIRST_DEADLINE_S)
         verb, argv, files = check_request(request)
-        role = self.config.role(user)
+        # Read per connection: a re-run of 'hills setup service' that adds
+        # or removes a user takes effect without a restart.
+        role = Config.load(self.layout.state_dir).role(user)
         if role is None:
             raise Refused(f"user '{user}' (uid {uid}) is neither an admin nor a climber of this hills service",
                           hint="ask the service's admin to add you: hills setup service --climber USER")

@@ -443,3 +443,16 @@ def test_the_climbers_reading_verbs_answer_through_the_service(service):
         assert answered.code == 0, (args, answered.err)
     shown = service.hills(service.climber, "show", "-", input=report.out)
     assert shown.code == 0, shown.err
+
+
+def test_setup_run_again_changes_the_roles_of_the_running_service(service):
+    assert service.hills(service.outsider, "list").code == 1
+    again = subprocess.run(["env", f"HILLS_SERVICE_CONFIG={service.client_config}",
+                            f"HILLS_SYSTEMD_RUNNING={service.base / 'no-systemd'}", *service.python, "-m", "hills",
+                            "setup", "service", "--user", service.user, "--state", str(service.state), "--socket",
+                            str(service.socket), "--admin", service.admin, "--climber", service.climber,
+                            "--climber", service.outsider],
+                           capture_output=True, text=True, env={**os.environ, **service.python_env})
+    assert again.returncode == 0, again.stderr
+    assert "(existing)" in again.stderr
+    assert service.hills(service.outsider, "list").code == 0
