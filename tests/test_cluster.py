@@ -196,6 +196,20 @@ def test_tune_runs_its_trials_on_the_cluster(cluster, node_key, tmp_path):
     assert signing.verify(tuned["best"]["report"], trust.machine_keys(), trust.trusted()).signer == "node-1"
 
 
+def test_final_evals_on_the_cluster_count_against_the_heads_budget(cluster, node_key, tmp_path):
+    head, _ = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    make_hill("holdout", SLOW_EVAL, extra="final:\n  budget: 1\n")
+    folder = submission(tmp_path / "f", {"score.txt": "1\n"})
+    env = dict(os.environ, **LOOPBACK)
+    first = run_bin("hills", "eval", folder, folder, "-H", "holdout", "--final", "--on", head.address, "--json",
+                    "--workers", "1", env=env, timeout=300)
+    assert first.code == 5, first.output  # one look spent, the second refused at the head
+    spent, refused = _lines(first.out)
+    assert spent["final"] is True and spent["status"] == "passing"
+    assert refused["status"] == "refused" and "holdout budget of hill 'holdout' is spent: 1 of 1" in refused["reason"]
+
+
 def test_a_gpu_hill_asks_for_a_gpu_the_cluster_lacks(cluster, module_machine, tmp_path):
     head, _ = cluster
     make_hill("needs-gpu", SLOW_EVAL, exclusive="gpu")
