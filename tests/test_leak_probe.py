@@ -309,7 +309,7 @@ def test_an_evaluator_starting_the_submission_through_the_sdk_passes(project):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("template", ["circle-packing", "bin-packing", "default"])
+@pytest.mark.parametrize("template", ["circle-packing", "bin-packing", "dataset", "default"])
 def test_the_templates_pass_the_probe(project, template):
     created = hills("new", template, "-t", template)
     assert created.code == 0, created.output

@@ -11,6 +11,8 @@ import pytest
 
 from conftest import BIN_DIR, run_bin, run_cli
 
+TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default", "nanogpt-10min"]
+
 
 def tree_snapshot(folder):
     """{relative path: bytes} of every file under `folder`."""
@@ -66,10 +68,27 @@ def test_examples_lists_every_template(project):
     result = run_cli("examples")
     assert result.code == 0
     names = [line.split()[0] for line in result.out.splitlines()]
-    assert names == ["bin-packing", "circle-packing", "default"]
+    assert names == TEMPLATES
     assert "circles" in result.out
+    # One line each: the name, then the first line of its description.
+    assert len(result.out.splitlines()) == len(TEMPLATES)
+    lines = dict(line.split(None, 1) for line in result.out.splitlines())
+    assert lines["nanogpt-10min"].startswith("Train a small GPT on Python source bytes within a wall-clock budget")
+    assert lines["dataset"].startswith("Predict the digit in 8x8 handwritten images")
     as_json = json.loads(run_cli("examples", "--json").out)
-    assert set(as_json) == {"bin-packing", "circle-packing", "default"}
+    assert list(as_json) == TEMPLATES and all(as_json.values())
+
+
+def test_a_template_with_make_data_builds_its_data_at_creation(project):
+    result = run_cli("new", "digits", "-t", "dataset")
+    assert result.code == 0, result.output
+    hill = project / ".hills" / "digits"
+    for rel in ("data/train.csv", "data/validation/inputs.csv", "private/holdout/inputs.csv",
+                "private/labels/validation.csv", "private/labels/holdout.csv", "make_data.py"):
+        assert (hill / rel).is_file(), rel
+    # The source holds every label: the script removes it from the new hill.
+    assert not (hill / "digits.csv.gz").exists()
+    assert (hill / "data" / "train.csv").read_text().splitlines()[0].endswith(",p63,label")
 
 
 @pytest.mark.parametrize("name", ["Bad", "../x", "a/b", "", "a" * 64, "-x", "x.lock", "a..b"])
@@ -110,7 +129,7 @@ def test_unknown_template_names_the_available_ones(project):
     result = run_cli("new", "demo", "-t", "nope")
     assert result.code == 2
     assert result.error_lines == ["error: unknown template 'nope'"]
-    assert "hint: available templates: bin-packing, circle-packing, default" in result.err
+    assert "hint: available templates: " + ", ".join(TEMPLATES) in result.err
     assert not (project / ".hills").exists()
 
 

@@ -16,10 +16,14 @@ from hills import hill, manifest
 PACKAGE_DIR = Path(hills.__file__).resolve().parent
 TEMPLATES_DIR = Path(hill.shipped("examples"))
 RUNNER = PACKAGE_DIR / "testrunner.py"
-TEMPLATES = ["bin-packing", "circle-packing", "default"]
+# nanogpt-10min's tests need torch, which only its own environment has:
+# tests/test_nanogpt.py runs them through hills check.
+TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default"]
 SHAPES = {"bin-packing": {"shape": "command", "entry": ["bash", "problem/verifier.sh"]},
           "circle-packing": {"shape": "function", "entry": "eval.py"},
-          "default": {"shape": "function", "entry": "eval.py"}}
+          "dataset": {"shape": "function", "entry": "eval.py"},
+          "default": {"shape": "function", "entry": "eval.py"},
+          "nanogpt-10min": {"shape": "function", "entry": "eval.py"}}
 SUBSTITUTED = ("hill.yaml", "README.md", "pyproject.toml")
 SUMMARY_RE = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) errors)? in \d+\.\d\ds$")
 
@@ -32,6 +36,7 @@ def make_hill(tmp_path, template, name=None):
     for filename in SUBSTITUTED:
         path = hill_dir / filename
         path.write_text(path.read_text(encoding="utf-8").replace("{{name}}", name), encoding="utf-8")
+    hill.make_data(str(hill_dir))
     return hill_dir
 
 
@@ -63,7 +68,7 @@ def test_template_tests_pass(tmp_path, template):
     assert not list(hill_dir.rglob("__pycache__"))
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("template", TEMPLATES + ["nanogpt-10min"])
 def test_template_manifest_is_valid(tmp_path, template):
     hill_dir = make_hill(tmp_path, template, name="my-hill")
     parsed = manifest.load(str(hill_dir))
@@ -185,3 +190,31 @@ def test_runner_needs_only_the_standard_library(tmp_path):
     hill_dir = make_hill(tmp_path, "circle-packing")
     result = run_runner(hill_dir, python_flags=("-S",))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_nanogpt_params_and_hardware_profile_config():
+    text = (TEMPLATES_DIR / "nanogpt-10min" / "hill.yaml").read_text().replace("{{name}}", "nano")
+    spec = manifest.parse_text(text, "hill.yaml", "nano")
+    budget = spec["params"]["time_budget_s"]
+    assert (budget["default"], budget["primary"], budget["neutral"], budget["check"]) == (600.0, True, False, 60.0)
+    assert spec["params"]["max_steps"]["check"] == 20 and spec["params"]["max_steps"]["default"] == 0
+    assert spec["exclusive"] == "gpu"
+    assert spec["metrics"][0]["name"] == "val_loss" and spec["metrics"][0]["direction"] == "min"
+    assert spec["solution"]["run"] == ["{python}", "../hill/harness.py", "train.py"]
+    # The evaluator names the hardware as primary config: see tests/test_nanogpt.py.
+    assert '{"name": "gpu", "value": hardware_profile(), "primary": True}' in \
+        (TEMPLATES_DIR / "nanogpt-10min" / "eval.py").read_text()
+
+
+def test_a_check_value_is_checked_like_the_default(tmp_path):
+    from hills.errors import UsageError
+
+    hill_dir = make_hill(tmp_path, "default", name="checked")
+    base = (hill_dir / "hill.yaml").read_text()
+    param = "params:\n  steps:\n    type: int\n    default: 10\n    low: 1\n    high: 100\n    check: {}\n"
+    (hill_dir / "hill.yaml").write_text(base + param.format(5))
+    assert manifest.load(str(hill_dir))["params"]["steps"]["check"] == 5
+    (hill_dir / "hill.yaml").write_text(base + param.format(500))
+    with pytest.raises(UsageError) as raised:
+        manifest.load(str(hill_dir))
+    assert "params.steps.check" in raised.value.message and "a valid value" in raised.value.message
