@@ -86,3 +86,13 @@ def test_the_executable_takes_several_dirs(hill, tmp_path):
 ])
 def test_worst_exit_code(codes, expected):
     assert errors.worst(codes) == expected
+
+
+def test_quiet_summary_only_and_against_with_several_dirs(hill, tmp_path):
+    folders = _folders(tmp_path, "1\n", "2\n")
+    target = tmp_path / "out.jsonl"
+    quiet = run_cli("eval", *folders, "-H", "many", "-q", "--summary-only", "-o", target)
+    assert quiet.code == 0, quiet.output
+    assert quiet.out == "" and quiet.err == "" and len(target.read_text().splitlines()) == 2
+    against = run_cli("eval", *folders, "-H", "many", "--against", folders[0], "--repeat", "2")
+    assert against.code == 2 and "--against compares one submission" in against.error_lines[0]

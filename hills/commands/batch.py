@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 def run_many(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], *, final: bool, force: bool,
              current: bool, queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
-             knobs: tuple[str, ...], on: str | None, workers: int | None) -> int:
+             knobs: tuple[str, ...], on: str | None, workers: int | None, summary_only: bool = False) -> int:
+    """Each submission's eval, here or with `on` on a cluster; `as_json`
+    says no summaries, `summary_only` prints no lines (FILE gets them)."""
     from .. import hill
     from .eval import _check_output_path
 
@@ -41,7 +43,8 @@ def run_many(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ..
     codes, texts, crash = [], [], None
     for line, code, error in lines:
         text = json.dumps(line, ensure_ascii=False)
-        emit(text)
+        if not summary_only:
+            emit(text)
         texts.append(text)
         codes.append(code)
         if isinstance(error, KeyboardInterrupt):

@@ -76,9 +76,11 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
     if on is not None or len(submissions) > 1:
         from . import batch
 
+        if against is not None:
+            raise errors.UsageError("--against compares one submission with REF: it takes one DIR, without --on")
         return batch.run_many(submissions, hill_name, params, final=final, force=force, current=current,
-                              queue=queue, verbose=verbose, output=output, as_json=as_json, repeat=repeat,
-                              knobs=knobs, on=on, workers=workers)
+                              queue=queue, verbose=verbose, output=output, as_json=as_json or quiet, repeat=repeat,
+                              knobs=knobs, on=on, workers=workers, summary_only=summary_only)
     submission = submissions[0]
     target = hill.resolve(hill_name)
     request = evaluate.EvalRequest(target, submission, tuple(params), final=final, force=force, current=current,
