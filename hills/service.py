@@ -124,7 +124,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
                 listener.close()
                 code = 0
                 try:
-                    code = Handler(conn, config, layout).handle()
+                    code = Handler(conn, layout).handle()
                 finally:
                     os._exit(code)
             children.add(pid)
@@ -243,8 +243,8 @@ class _FrameWriter(io.RawIOBase):
 class Handler:
     """One connection, in its own process: who is asking, what, and the answer."""
 
-    def __init__(self, sock: socket.socket, config: Config, layout: Layout) -> None:
-        self.sock, self.config, self.layout = sock, config, layout
+    def __init__(self, sock: socket.socket, layout: Layout) -> None:
+        self.sock, self.layout = sock, layout
         self.conn = protocol.Connection(sock)
         self.folder: str | None = None
 

@@ -38,9 +38,11 @@ def python_for_others() -> tuple[list[str], dict[str, str]] | None:
     """An interpreter other users can start that imports this checkout of
     hills and its dependencies: this one, or the system's of the same
     version with the environment's packages on PYTHONPATH."""
-    real = os.path.realpath(sys.executable)
+    # Only the folders the link leads through are looked at: the venv's
+    # interpreter itself is what runs.
+    executable = sys.executable
     packages = sysconfig.get_paths()["purelib"]
-    if _traversable(real) and _traversable(packages + "/x"):
+    if _traversable(os.path.realpath(executable)) and _traversable(packages + "/x"):
         return [sys.executable], {"PYTHONPATH": str(REPO_ROOT)}
     system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     if os.path.exists(system) and _traversable(packages + "/x") and _traversable(str(REPO_ROOT / "x")):
