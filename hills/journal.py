@@ -12,7 +12,7 @@ import io
 import time
 from dataclasses import dataclass, field
 
-from . import __version__, attempts, info, numbers, rank, signing
+from . import __version__, attempts, info, numbers, picture, rank, signing
 from .errors import EnvironmentProblem
 
 TYPE_CHECKING = False
@@ -177,7 +177,7 @@ def main_group(journal: Journal) -> Group | None:
 
 # ---------------------------------------------------------------- plots
 
-def _pyplot_free_figure(width: float, height: float) -> Any:
+def figure(width: float, height: float) -> Any:
     """A matplotlib Figure on the SVG canvas, without pyplot's global state."""
     try:
         import matplotlib
@@ -189,14 +189,14 @@ def _pyplot_free_figure(width: float, height: float) -> Any:
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasSVG(figure)
-    return figure
+    made = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasSVG(made)
+    return made
 
 
-def _svg(figure: Any) -> str:
+def svg(drawing: Any) -> str:
     out = io.StringIO()
-    figure.savefig(out, format="svg", metadata={"Date": None})
+    drawing.savefig(out, format="svg", metadata={"Date": None})
     text = out.getvalue()
     return text[text.index("<svg"):]
 
@@ -209,8 +209,8 @@ def score_plot(journal: Journal) -> str | None:
     scored = [a for a in journal.attempts if a.value is not None]
     if not journal.attempts:
         return None
-    figure = _pyplot_free_figure(10, 5.2)
-    axes = figure.add_subplot()
+    drawing = figure(10, 5.2)
+    axes = drawing.add_subplot()
     metric = next((a.metric for a in scored), None) or "score"
     for index, group in enumerate(journal.groups):
         color = GROUP_COLORS[index % len(GROUP_COLORS)]
@@ -260,8 +260,8 @@ def score_plot(journal: Journal) -> str | None:
     axes.set_xlim(0.5, max(1.5, journal.attempts[-1].number + 0.5))
     axes.xaxis.get_major_locator().set_params(integer=True)
     axes.grid(True, alpha=0.3)
-    figure.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    return _svg(figure)
+    drawing.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    return svg(drawing)
 
 
 def instance_rows(journal: Journal, group: Group) -> list[dict[str, Any]]:
@@ -294,8 +294,8 @@ def instance_plot(rows: list[dict[str, Any]], direction: str) -> str | None:
     if not changed:
         return None
     changed.reverse()
-    figure = _pyplot_free_figure(9.5, max(2.2, 0.22 * len(changed) + 1.0))
-    axes = figure.add_subplot()
+    drawing = figure(9.5, max(2.2, 0.22 * len(changed) + 1.0))
+    axes = drawing.add_subplot()
     values = [row["change"] for row in changed]
     colors = ["#2ca02c" if (v > 0) == (direction != "min") and v != 0 else "#ff7f0e" for v in values]
     axes.barh(range(len(changed)), values, color=colors)
@@ -303,7 +303,7 @@ def instance_plot(rows: list[dict[str, Any]], direction: str) -> str | None:
     axes.axvline(0, color="#333333", linewidth=0.8)
     axes.set_xlabel(f"best - previous best (higher is {'better' if direction != 'min' else 'worse'})")
     axes.grid(True, axis="x", alpha=0.3)
-    return _svg(figure)
+    return svg(drawing)
 
 
 # ---------------------------------------------------------------- the page
@@ -412,12 +412,18 @@ def _instances_section(journal: Journal) -> str:
     best = journal.attempts[group.best - 1]
     rows = instance_rows(journal, group)
     if not rows:
-        return f"<p>The best report (attempt #{best.number}) has no per-instance scores.</p>"
+        drawn = picture.of(best.report)
+        return (f"<p>The best report (attempt #{best.number}) has no per-instance scores.</p>"
+                + (f"<div class=plot id=best-picture>{picture.draw(drawn)}</div>" if drawn else ""))
     if group.previous_best is None:
         intro = f"<p>Attempt #{best.number} is the only best so far of {_e(group.label)}: no previous best.</p>"
     else:
         intro = (f"<p>Attempt #{best.number}, the best of {_e(group.label)}, against attempt "
                  f"#{group.previous_best}, the best before it.</p>")
+    drawn = picture.of(best.report)
+    if drawn is not None:
+        intro += (f"<p>The best submission, as its evaluator pictured it ({_e(picture.describe(drawn))}):</p>"
+                  f"<div class=plot id=best-picture>{picture.draw(drawn)}</div>")
     plot = instance_plot(rows, group.direction)
     digits = numbers.digits_for([r["best"] for r in rows] + [r["previous"] for r in rows])
     table = _table(["instance", "best", "previous best", "change"],
@@ -445,7 +451,7 @@ def render(journal: Journal) -> str:
         f"<div class=plot id=score-plot>{plot}</div>" if plot else "<p>No attempts yet.</p>",
         "<h2>Comparable groups</h2>",
         _groups_section(journal) if journal.groups else "<p>No passing, official report yet.</p>",
-        "<h2>The best against the previous best, per instance</h2>",
+        "<h2>The best, and against the previous best per instance</h2>",
         _instances_section(journal),
         "<h2>Every attempt</h2>",
         _table(["#", "version / seq", "time", "status", "score", "vs best", "replicate spread", "unit tests",

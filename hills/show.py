@@ -127,10 +127,16 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
                     if isinstance(row, dict):
                         emit("    " + "  ".join(f"{k}={_number(v)}" for k, v in row.items()))
         for key, value in block.items():
-            if key in ("overall", "segment_label", "zones", "horizons", "quantiles", "worst_origins", "version"):
+            if key in ("overall", "segment_label", "zones", "horizons", "quantiles", "worst_origins", "version",
+                       "picture"):
                 continue
             if value is not None:
                 emit(f"  {key}: {value}")
+        from . import picture
+
+        drawn = picture.of(report)
+        if drawn is not None:
+            emit(f"  picture: {picture.describe(drawn)} (hills show --picture FILE draws it)")
     instances = report.get("instances")
     if instances:
         ordered = sorted(instances.items(), key=lambda item: item[1], reverse=direction == "min")

@@ -16,7 +16,9 @@ from hills import journal, numbers
 INSTANCE_EVAL = SCORE_EVAL.replace(
     '"details": {} if value >= 0 else {"reason": "negative score"},',
     '"details": {} if value >= 0 else {"reason": "negative score"},\n'
-    '            "instances": {f"case-{i}": value * (i + 1) for i in range(3)},')
+    '            "instances": {f"case-{i}": value * (i + 1) for i in range(3)},\n'
+    '            "report": {"picture": {"box": [0, 0, 10, 10], "circles": [[5, 5, min(abs(value), 5)]],\n'
+    '                                   "rectangles": [[0, 0, 1, 2]]}},')
 assert INSTANCE_EVAL != SCORE_EVAL
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is missing "
@@ -54,7 +56,9 @@ def test_the_journal_lists_every_attempt_with_status_and_reason(page: str) -> No
     assert re.search(r"could not convert string to float|ValueError", page), "the buggy attempt's reason"
     # The gain of 5.7e-6 over 5 is told apart, and its change against the best shown.
     assert ">5.00001<" in page and "+5.7e-06" in page
-    assert page.count("<svg") >= 2  # the score plot, and the instances of the best against the previous best
+    # The score plot, the best submission's picture, its instances against the previous best.
+    assert page.count("<svg") == 3 and "id=best-picture" in page
+    assert "1 circle(s) and 1 rectangle(s) in the box [0.0, 0.0, 10.0, 10.0]" in page
 
 
 def test_the_page_loads_nothing_from_anywhere(page: str) -> None:
@@ -175,3 +179,20 @@ def test_attempts_and_rank_tell_a_tiny_gain_from_a_tie(climbed, module_machine) 
     gained = next(line for line in ranked.out.splitlines() if "total=5.00001 " in line)
     assert " -2 " in gained  # 2 behind the best, 7
     assert "total=5 " in ranked.out  # the tie it would have been at fewer digits is not one
+
+
+def test_show_draws_the_picture_the_evaluator_gave(climbed, module_machine, tmp_path: Path) -> None:
+    from eval_fixtures import hills_home
+
+    with on_machine(module_machine):
+        reports = sorted(hills_home().glob("runs/climb/*/report.json"))
+        with_picture = next(p for p in reports if json.loads(p.read_text())["status"] == "passing")
+        shown = hills("show", with_picture, "--picture", tmp_path / "picture.svg")
+        buggy = next(p for p in reports if json.loads(p.read_text())["status"] == "buggy")
+        refused = hills("show", buggy, "--picture", tmp_path / "none.svg")
+    assert shown.code == 0, shown.output
+    assert "picture: 1 circle(s) and 1 rectangle(s)" in shown.out
+    svg = (tmp_path / "picture.svg").read_text()
+    assert svg.startswith("<svg") and "<path" in svg
+    assert refused.code == 2 and "the report holds no picture" in refused.err
+    assert not (tmp_path / "none.svg").exists()

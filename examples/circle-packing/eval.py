@@ -45,6 +45,8 @@ def eval(submission, *, final=False, n=26, tolerance=1e-9):
         "config": config,
         "details": details,
         "instances": {f"circle-{index:0{width}d}": r for index, r in enumerate(radii)},
+        # The packing itself, for hills show --picture and hills journal.
+        "report": {"picture": {"box": [0, 0, 1, 1], "circles": [[x, y, r] for x, y, r in checked]}},
     }
 
 

@@ -9,7 +9,9 @@ from .output import emit, say
 
 @click.command("show", context_settings=CONTEXT)
 @click.argument("report_path", metavar="REPORT")
-def command(report_path: str) -> int:
+@click.option("--picture", "picture_path", metavar="FILE",
+              help="Also draw the submission's picture, when the evaluator gave one, as SVG into FILE.")
+def command(report_path: str, picture_path: str | None) -> int:
     """Render a report for a person: verdict, metrics, breakdown, instances.
 
     Shows whether the signature is valid, the status and reason, metrics with
@@ -22,11 +24,26 @@ def command(report_path: str) -> int:
     report = signing.load_report(report_path)
     found = verify.verdict(report)
     render(report, "signature valid" if found.ok else f"signature INVALID ({found.reason})")
+    if picture_path is not None:
+        _draw(report, picture_path)
     if found.ok:
         return errors.EXIT_OK
     if "does not trust" in found.reason:
         say(f"hint: {verify.UNTRUSTED_HINT}")
     return errors.EXIT_NO
+
+
+def _draw(report: dict, path: str) -> None:
+    """The report's picture as SVG in `path`; a usage error when it has none."""
+    from .. import picture
+    from ..state import atomic_write
+
+    drawn = picture.of(report)
+    if drawn is None:
+        raise errors.UsageError("the report holds no picture: its evaluator puts none in its report block",
+                                hint="see PICTURE in hills-report(5)")
+    atomic_write(path, picture.draw(drawn))
+    say(f"picture: {picture.describe(drawn)}, drawn in {path}")
 
 
 def render(report: dict, verdict: str) -> None:
