@@ -794,6 +794,16 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
         state.copy_tree(source, target)
     when = solution["when"]
     ran = not when or os.path.lexists(os.path.join(snapshot_dir, when))
+    if ran and solution.get("generate"):
+        from . import seeds
+
+        target = os.path.join(snapshot_dir, "inputs")
+        if not inputs and os.path.lexists(target):
+            raise Refused("the submission holds 'inputs', a name reserved for the generated inputs in this hill",
+                          hint="rename it: hills writes the replicate's inputs there before the solution phase")
+        failed = seeds.generate_inputs(ctx, rep, target)  # fresh inputs, from the secret seed
+        if failed:
+            return SolutionPhase(False, None, None), RunResult(rep, runner.ProcessOutcome(), "buggy", failed)
     process = None
     if ran:
         argv = [part.replace("{python}", ctx.python) for part in solution["run"]]

@@ -362,6 +362,7 @@ SOLUTION_KEYS = Table("a mapping with run and outputs", (
         missing="the command that runs the submission, such as [\"{python}\", \"solution.py\"]"),
     Key("when", anything, default=None),
     Key("inputs", INPUTS_KEYS, default={}, absent=empty),
+    Key("generate", Maybe(scalar("a command as a list of strings", _argv, convert=_words)), default=None),
     Key("outputs", scalar("a non-empty list of paths or glob patterns inside the submission",
                           _outputs, convert=lambda value: [value] if isinstance(value, str) else value),
         required=True, missing="the files the scorer reads, such as [circles.json]"),
@@ -410,7 +411,10 @@ receives; `when`, a file: the phase runs only when the submission holds
 it, and otherwise the outputs are taken from the submission as it is; and
 `inputs`, a folder of the hill per split (`validation`, `holdout`, which
 may be inside `private/`) copied into `inputs/` of the snapshot before the
-run. The evaluator then scores a folder holding only the outputs, and never
+run; `generate`, a command of the hill run trusted before each run, in an
+empty folder that is then added to `inputs/`, with `HILLS_SECRET_SEED`, so
+that the inputs are fresh for each replicate and the submission never sees
+the seed they came from (the scoring phase gets it to regenerate them). The evaluator then scores a folder holding only the outputs, and never
 sees the submission's code. A run that exits non-zero, is killed or hits a
 limit makes the submission `buggy`; so does a missing output named without
 a pattern, or an output that is a link. See docs/confinement.md."""),

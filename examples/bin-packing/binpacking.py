@@ -38,6 +38,29 @@ def load_folder(folder):
     return found
 
 
+# Instances drawn for each replicate from its secret seed (make_inputs.py):
+# a submission that replays answers it knows cannot know these.
+FRESH = 2
+
+
+def secret_seed():
+    """The replicate's HILLS_SECRET_SEED, or None outside a hills eval."""
+    value = os.environ.get("HILLS_SECRET_SEED", "")
+    return int(value) if value.isdigit() else None
+
+
+def fresh_instances(seed):
+    """The fresh instances of `seed`: the same seed, the same instances."""
+    import random
+
+    rng = random.Random(seed)
+    found = {}
+    for number in range(FRESH):
+        items = [rng.randint(5, 60) for _ in range(rng.randint(40, 80))]
+        found[f"fresh-{number + 1}"] = {"capacity": 100, "items": items}
+    return found
+
+
 def lower_bound(instance):
     """No packing uses fewer bins than the total size over the capacity, rounded up."""
     return math.ceil(sum(instance["items"]) / instance["capacity"])
