@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_bin, run_cli
-from eval_fixtures import make_hill, on_machine, submission
+from eval_fixtures import make_hill, notes_lines, on_machine, submission
 from ray_head import LOOPBACK, Head
 
 ray = pytest.importorskip("ray", reason="the hills[ray] extra is not installed")
@@ -113,9 +113,13 @@ def test_evals_run_on_the_node_and_every_report_is_verified_at_the_head(cluster,
     # The head's log holds each report once, naming its started entry and node.
     after, _ = _entries(hill_dir)
     logged = [entry for entry in after[len(before):] if "report" in entry]
-    assert [entry["report"] for entry in logged] == reports or \
-        sorted(e["report"]["run_id"] for e in logged) == sorted(r["run_id"] for r in reports)
+    # (in the order they came back, which two workers may swap)
+    assert sorted((e["report"]["run_id"], json.dumps(e["report"], sort_keys=True)) for e in logged) == \
+        sorted((r["run_id"], json.dumps(r, sort_keys=True)) for r in reports)
     assert all(entry["node"]["signer"] == "node-1" and entry["start"]["seq"] is not None for entry in logged)
+    # ... and the hill's notes on the head's commit name them too.
+    noted = {json.loads(line)["report"]["run_id"] for line in notes_lines(hill_dir)}
+    assert {r["run_id"] for r in reports} <= noted
     attempts = run_cli("attempts", NAME, "--json")
     assert json.loads(attempts.out)["chain"]["ok"]
     # The node kept its own copy of the version and its own log of the evals.
