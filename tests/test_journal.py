@@ -196,3 +196,21 @@ def test_show_draws_the_picture_the_evaluator_gave(climbed, module_machine, tmp_
     assert svg.startswith("<svg") and "<path" in svg
     assert refused.code == 2 and "the report holds no picture" in refused.err
     assert not (tmp_path / "none.svg").exists()
+
+
+def test_a_hill_with_no_attempts_yet(module_machine) -> None:
+    with on_machine(module_machine):
+        make_hill("untried", SCORE_EVAL)
+        result = hills("journal", "untried")
+    assert result.code == 0, result.err
+    assert "No attempts yet." in result.out and "<svg" not in result.out
+
+
+def test_without_matplotlib_the_journal_names_the_extra(climbed, module_machine, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    with on_machine(module_machine):
+        result = hills("journal", "climb")
+    assert result.code == 4
+    assert "matplotlib" in result.err and "hills[journal]" in result.err
