@@ -130,14 +130,18 @@ def real(path: str) -> str:
 
 
 def evaluator_argv(argv: Sequence[str], *, home: str, run_dir: str, run_hill_dir: str, readable: Iterable[str],
-                   network: bool, cwd: str, hidden: Iterable[str] = (), covered: Iterable[str] = ()) -> list[str]:
+                   network: bool, cwd: str, hidden: Iterable[str] = (), covered: Iterable[str] = (),
+                   devices: Iterable[str] = ()) -> list[str]:
     """bwrap argv for an evaluator: machine state and every `hidden` folder
     (other hills' private/) hidden, but `readable` (the hill environment
-    and the SDK), the run folder writable, the hill in it read-only, and
-    the folders of the run folder in `covered` (the snapshot, once a
-    solution phase ran it) hidden."""
+    and the SDK), the run folder writable, the hill in it read-only, the
+    folders of the run folder in `covered` (the snapshot, once a solution
+    phase ran it) hidden, and `devices` (the GPUs of a hill that holds
+    them: its scorer runs the model, and names the hardware)."""
     home, run_dir, run_hill_dir, cwd = real(home), real(run_dir), real(run_hill_dir), real(cwd)
     wrapped = _common(network) + ["--tmpfs", home]
+    for device in devices:
+        wrapped += ["--dev-bind", device, device]
     for path in map(real, hidden):
         wrapped += ["--tmpfs", path, "--remount-ro", path]
     for path in map(real, readable):
@@ -522,7 +526,7 @@ class Confinement:
             return list(argv)
         wrapped = evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
                                  readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere,
-                                 covered=hide)
+                                 covered=hide, devices=gpu_devices() if self.gpu else ())
         cgroup = self.pids_cgroup()
         if cgroup:
             # The one writable spot of /sys: where hills.sdk moves the

@@ -59,6 +59,18 @@ def test_evaluator_argv_hides_the_machine_state_and_keeps_the_hill_read_only():
     assert "--unshare-net" not in networked
 
 
+def test_the_evaluator_of_a_gpu_hill_sees_the_gpu_devices():
+    # Its scorer runs the model and names the hardware (nanogpt-10min's primary config).
+    argv = sandbox.evaluator_argv(["true"], home="/m", run_dir="/r", run_hill_dir="/r/hill", readable=[],
+                                  network=False, cwd="/r", devices=["/dev/nvidia0", "/dev/nvidiactl"])
+    joined = " ".join(argv)
+    assert "--dev-bind /dev/nvidia0 /dev/nvidia0 --dev-bind /dev/nvidiactl /dev/nvidiactl" in joined
+    assert joined.index("--dev /dev") < joined.index("--dev-bind /dev/nvidia0")
+    plain = sandbox.evaluator_argv(["true"], home="/m", run_dir="/r", run_hill_dir="/r/hill", readable=[],
+                                   network=False, cwd="/r")
+    assert "--dev-bind" not in plain
+
+
 def test_other_hills_private_folders_are_hidden_from_the_evaluator(project):
     made = {}
     for name in ("first", "second", "third"):
