@@ -309,7 +309,7 @@ def instance_plot(rows: list[dict[str, Any]], direction: str) -> str | None:
 # ---------------------------------------------------------------- the page
 
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 78em; color: #222; padding: 0 1em; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 96em; color: #222; padding: 0 1em; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; margin-top: 2em; }
 .meta { color: #555; } .plot svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: 12.5px; margin: 0.5em 0; }
@@ -317,7 +317,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; vert
 th { background: #f3f3f3; position: sticky; top: 0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .passing { color: #1a7f37; } .failing { color: #b35900; } .buggy, .refused, .interrupted { color: #555; }
 .implausible { color: #7b3294; } .invalid { color: #a00; font-weight: bold; } .best { font-weight: bold; }
-code { font-size: 12px; }
+code { font-size: 12px; } .wide { overflow-x: auto; } td.num, td.tight { white-space: nowrap; }
 """
 
 
@@ -325,11 +325,18 @@ def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:  # type: ignore[assignment]
+def _table(headers: list[str], rows: list[list[str]], numeric: frozenset[int] = frozenset(),
+           tight: frozenset[int] = frozenset()) -> str:
+    """A table; the columns in `numeric` right-aligned, those in `numeric`
+    and `tight` never wrapped; it scrolls sideways when wider than the page."""
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td class=num>{cell}</td>" if index in numeric else f"<td>{cell}</td>"
-                                    for index, cell in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def cell(index: int, text: str) -> str:
+        kind = " class=num" if index in numeric else " class=tight" if index in tight else ""
+        return f"<td{kind}>{text}</td>"
+
+    body = "".join("<tr>" + "".join(cell(index, text) for index, text in enumerate(row)) + "</tr>" for row in rows)
+    return f"<div class=wide><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _spread_text(attempt: Attempt, digits: int) -> str:
@@ -360,8 +367,10 @@ def _attempt_rows(journal: Journal) -> list[list[str]]:
             vs_best = f"{vs_best} new best" if attempt.vs_best is not None else "first"
         git_ref = report.get("submission_git")
         ref = git_ref.get("ref", "") + (" (dirty)" if git_ref.get("dirty") else "") if isinstance(git_ref, dict) else ""
+        group = "" if attempt.group is None else (
+            f"<span style='color:{GROUP_COLORS[attempt.group % len(GROUP_COLORS)]}'>&#9632;</span> {attempt.group + 1}")
         rows.append([str(attempt.number), f"<code>{_e((attempt.tree_hash or '')[:12])}</code> #{_e(attempt.seq)}",
-                     _e(report.get("timestamp")), f"<span class={_e(attempt.status)}>{_e(status)}</span>",
+                     _e(report.get("timestamp")), f"<span class={_e(attempt.status)}>{_e(status)}</span>", group,
                      f"<span class=best>{_e(value)}</span>" if attempt.new_best else _e(value), _e(vs_best),
                      _e(_spread_text(attempt, digits)), _e(tests_text), official, _signature_cell(attempt),
                      _e(report.get("reason") or ""),
@@ -402,7 +411,7 @@ def _groups_section(journal: Journal) -> str:
                      f"#{best.number}" if best else "", numbers.shown(best.value, digits) if best else "",
                      _e(_spread_text(best, digits)) if best else ""])
     return _table(["comparable group", "metric", "direction", "passing", "best", "value", "replicate spread"],
-                  rows, {3, 5})
+                  rows, frozenset({3, 5}))
 
 
 def _instances_section(journal: Journal) -> str:
@@ -429,7 +438,7 @@ def _instances_section(journal: Journal) -> str:
     table = _table(["instance", "best", "previous best", "change"],
                    [[_e(r["name"]), numbers.shown(r["best"], digits),
                      numbers.shown(r["previous"], digits) if r["previous"] is not None else "",
-                     numbers.change(r["best"], r["previous"])] for r in rows], {1, 2, 3})
+                     numbers.change(r["best"], r["previous"])] for r in rows], frozenset({1, 2, 3}))
     return intro + (f"<div class=plot>{plot}</div>" if plot else "") + table
 
 
@@ -454,8 +463,9 @@ def render(journal: Journal) -> str:
         "<h2>The best, and against the previous best per instance</h2>",
         _instances_section(journal),
         "<h2>Every attempt</h2>",
-        _table(["#", "version / seq", "time", "status", "score", "vs best", "replicate spread", "unit tests",
-                "official", "signature", "reason", "submission"], _attempt_rows(journal), {0, 4, 5}),
+        _table(["#", "version / seq", "time", "status", "group", "score", "vs best", "replicate spread",
+                "unit tests", "official", "signature", "reason", "submission"], _attempt_rows(journal),
+               frozenset({0, 5, 6}), frozenset({1, 2, 7, 12})),
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

@@ -160,12 +160,11 @@ def test_chromium_draws_the_score_plot(page: str, tmp_path: Path) -> None:
     html_file.write_text(page)
     _screenshot(html_file, tmp_path / "journal.png")
     drawn = _best_line_pixels(tmp_path / "journal.png")
-    # The same page without its plots: only the groups table's colour key is left.
+    # The same page without its plots: only the tables' colour keys are left.
     bare = tmp_path / "bare.html"
     bare.write_text(re.sub(r"<svg.*?</svg>", "", page, flags=re.DOTALL))
     _screenshot(bare, tmp_path / "bare.png")
     left = _best_line_pixels(tmp_path / "bare.png")
-    assert left < 200
     assert drawn - left > 1000, f"only {drawn - left} pixels of the best-so-far line in the screenshot"
 
 
