@@ -255,9 +255,13 @@ def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) ->
     report = attempt["report"]
     flags = "" if report.get("official") else "  (unofficial)"
     reason = f"  - {report['reason']}" if report.get("reason") and report.get("status") != "passing" else ""
+    from .measures import audit_flag
+
+    flag = audit_flag(report)
     return (f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?'):<20}  "
             f"{(report.get('submission_hash') or '-')[:19]:<19}  {_versus(attempt):>12}  "
-            f"{summary_line(report, digits)}{flags}{reason}")
+            f"{summary_line(report, digits)}{flags}{reason}"
+            + (f"  ! {flag}" if flag else ""))
 
 
 def _unfinished_row(row: dict[str, Any]) -> str:

@@ -63,6 +63,10 @@ def render(result: dict) -> None:
         emit(f"{group['hill']} @ {(group['tree_hash'] or '')[:12]}  [{primary}]")
         if group["params_apart"]:
             emit(f"  ranked apart: params other than the hill's defaults: {apart_text(group['params_apart'])}")
+        if group.get("fingerprint"):
+            machine = group["fingerprint"]
+            gpus = ", ".join(str(gpu.get("model")) for gpu in machine.get("gpu") or [])
+            emit(f"  timed on: {machine.get('cpu')} x{machine.get('cores')}" + (f", {gpus}" if gpus else ""))
         values = [_first_value(entry["report"]) for entry in group["entries"]]
         digits = numbers.digits_for(values)
         for entry, value in zip(group["entries"], values):
