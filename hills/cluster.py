@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import chain, evaluate, report as report_module, signing, snapshot, state, trust
-from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored,
-                     UsageError)
+from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError,
+                     NotScored, UsageError)
 from .hill import Hill
 
 INSTALL_HINT = "install the extra on this machine and every node: pip install 'hills[ray]'"
@@ -106,6 +106,8 @@ class Session:
         self.allowed = trust.trusted()
         self.log = evaluate.attempts_path(hill.name, self.tree_hash)
         self._lock = threading.Lock()
+        self._inflight: set[Any] = set()
+        self._stopping = False
         address = address_of(on)
         try:
             import logging
@@ -132,9 +134,26 @@ class Session:
     def close(self) -> None:
         self.ray.shutdown()
 
+    def cancel(self) -> None:
+        """Stop every task in flight (an interrupt at the head): each job
+        still running ends as interrupted, with no retry. The nodes kill
+        their workers, and with them the evaluators; their own logs keep
+        the started entries, abandoned."""
+        with self._lock:
+            self._stopping = True
+            refs = list(self._inflight)
+        for ref in refs:
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # a task that has just finished cannot be cancelled
+                pass
+
     def run(self, job: Job) -> Result:
         """Run one job on the cluster, retried once when its node is lost;
         safe to call from several threads."""
+        if self._stopping:
+            return _no_report(job, "interrupted", f"the eval of '{job.submission}' was not sent (interrupted)",
+                              EXIT_INTERRUPTED)
         try:
             prepared = _Prepared.make(self, job)
         except HillsError as exc:
@@ -147,6 +166,9 @@ class Session:
         shutil.rmtree(prepared.folder, ignore_errors=True)
         for attempt in (1, 2):
             answer, lost = self._ask(prepared)
+            if self._stopping:
+                return _no_report(job, "interrupted", f"the eval of '{job.submission}' was stopped (interrupted)",
+                                  EXIT_INTERRUPTED)
             if lost is None:
                 return self._settle(prepared, answer, start)
             self._note("lost", prepared, reason=lost, attempt=attempt)
@@ -159,8 +181,13 @@ class Session:
     def _ask(self, prepared: _Prepared) -> tuple[dict[str, Any] | None, str | None]:
         """(the node's answer, None), or (None, why it was lost)."""
         ray = self.ray
-        ref = self._task.remote(self.hill.name, self.tree_hash, [self._bundle_ref], prepared.archive,
-                                prepared.options, {"host": os.uname().nodename, "home": os.path.realpath(state.home())})
+        with self._lock:
+            if self._stopping:
+                return None, "interrupted"
+            ref = self._task.remote(self.hill.name, self.tree_hash, [self._bundle_ref], prepared.archive,
+                                    prepared.options,
+                                    {"host": os.uname().nodename, "home": os.path.realpath(state.home())})
+            self._inflight.add(ref)
         try:
             return ray.get(ref), None
         except ray.exceptions.RayTaskError as exc:
@@ -172,6 +199,9 @@ class Session:
             # NodeDiedError), an object lost with it.
             said = str(exc).strip().splitlines()
             return None, type(exc).__name__ + (f": {said[0]}" if said else "")
+        finally:
+            with self._lock:
+                self._inflight.discard(ref)
 
     def _started(self, prepared: _Prepared) -> dict[str, Any]:
         """The `started` entry of the head's log for one job, appended before

@@ -168,6 +168,32 @@ def test_a_worker_killed_mid_eval_is_logged_and_the_eval_retried(cluster, node_k
     assert [entry["report"]["run_id"] for entry in new if "report" in entry] == [report["run_id"]]
 
 
+def test_an_interrupt_at_the_head_stops_the_evals_in_flight(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    folder = submission(tmp_path / "long", {"score.txt": "1\n", "slow.txt": "25\n"})
+    command = [str(Path(sys.executable).parent / "python"), "-m", "hills", "eval", str(folder), "-H", NAME,
+               "--on", head.address, "--json"]
+    running = subprocess.Popen(command, env=dict(os.environ, **LOOPBACK), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not _task_workers() and time.time() < deadline:
+        time.sleep(0.2)
+    workers = _task_workers()
+    assert workers, "the eval's task never started"
+    time.sleep(1)
+    started = time.time()
+    running.send_signal(signal.SIGINT)
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 130, err
+    assert time.time() - started < 20, "the head waited for the eval instead of stopping it"
+    assert "error: interrupted" in err and out == ""
+    deadline = time.time() + 30
+    while any(pid in _task_workers() for pid in workers) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not any(pid in _task_workers() for pid in workers), "the node's task outlived the interrupt"
+
+
 def _task_workers():
     """Pids of Ray workers running the eval task (Ray names the process
     after the task it runs)."""

@@ -111,10 +111,15 @@ def _on_cluster(target: Any, submissions: tuple[str, ...], params: tuple[str, ..
     jobs = [cluster.Job(submission, tuple(params), tuple(knobs) or None, final, repeat) for submission in submissions]
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers or len(jobs)) as pool:
-            for result in pool.map(session.run, jobs):
-                _tell(result.message, result.hint)
-                if result.report is not None and not as_json:
-                    render(result.report, result.job.submission)
-                yield result.line, result.exit_code, None
+            try:
+                for result in pool.map(session.run, jobs):
+                    _tell(result.message, result.hint)
+                    if result.report is not None and not as_json:
+                        render(result.report, result.job.submission)
+                    yield result.line, result.exit_code, None
+            except KeyboardInterrupt:
+                session.cancel()  # the jobs in flight end at once, so the pool's threads do
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     finally:
         session.close()
