@@ -121,7 +121,7 @@ def hardware_apart(report):
 
 @needs_bwrap
 def test_final_scores_the_holdout_split(cached_uv):
-    result = run_cli("eval", "-H", "nano", cached_uv / "examples" / "gpt", "--final", "-p", "time_budget_s=10")
+    result = run_cli("eval", "-H", "nano", cached_uv / "examples" / "gpt", "--final", "-p", "time_budget_s=20")
     assert result.code == 0, result.output
     config = {entry["name"]: entry["value"] for entry in result.report["config"]}
     assert config["mode"] == "holdout" and result.report["final"] is True
@@ -141,3 +141,4 @@ def test_a_budget_out_of_bounds_is_refused(cached_uv):
     result = run_cli("eval", "-H", "nano", cached_uv / "examples" / "gpt", "-p", "time_budget_s=0.5")
     assert result.code == 2
     assert "time_budget_s" in result.err and "error:" in result.err
+
