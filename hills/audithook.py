@@ -12,7 +12,6 @@ the pipe, which only make its audit look worse (docs/audit.md)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -60,6 +59,8 @@ class _Audit:
             return
         self.records += 1
         try:
+            import json  # only once something is recorded: an honest start never loads it
+
             os.write(self.fd, (json.dumps({"kind": kind, "path": str(what)[:300]}) + "\n").encode())
         except OSError:
             pass
@@ -165,13 +166,25 @@ class _Audit:
             self.busy = False
 
 
+def parse_view(text: str) -> dict[str, Any]:
+    """The view as hills.sdk writes it: four lines, the
+    folders it may read and those it may write (each list joined with
+    os.pathsep, as PATH is), the scratch's place inside the sandbox (or
+    nothing) and whether it has the network (1 or 0). Not JSON: the hook
+    loads before the submitted code, and json would cost every start its
+    import."""
+    read, write, tmp, network = (text.split("\n") + ["", "", "", ""])[:4]
+    return {"read": [path for path in read.split(os.pathsep) if path],
+            "write": [path for path in write.split(os.pathsep) if path], "tmp": tmp or None, "network": network == "1"}
+
+
 def install(environ: Mapping[str, str] = os.environ) -> _Audit | None:
     """Install the hook when hills.sdk asked for it; never fail the start."""
-    fd_text, view_text = environ.get(ENV_FD), environ.get(ENV_VIEW)
-    if not fd_text or not view_text:
+    fd_text, view = environ.get(ENV_FD), environ.get(ENV_VIEW)
+    if not fd_text or not view:
         return None
     try:
-        audit = _Audit(int(fd_text), json.loads(view_text))
+        audit = _Audit(int(fd_text), parse_view(view))
     except (ValueError, TypeError, AttributeError):
         return None
     sys.addaudithook(audit)

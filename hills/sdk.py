@@ -236,7 +236,9 @@ class _AuditPipe:
         self.read_fd, write_fd = os.pipe()
         self.pass_fds = (write_fd,)
         env["HILLS_AUDIT_FD"] = str(write_fd)
-        env["HILLS_AUDIT_VIEW"] = json.dumps(view)
+        # The format of audithook.parse_view: its hook loads no json.
+        env["HILLS_AUDIT_VIEW"] = "\n".join([os.pathsep.join(view.get("read", ())), os.pathsep.join(view.get("write", ())),
+                                             view.get("tmp") or "", "1" if view.get("network") else "0"])
         env["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [env.get("PYTHONPATH")] if p])
 
     def started(self) -> None:
