@@ -134,6 +134,12 @@ class Session:
     def close(self) -> None:
         self.ray.shutdown()
 
+    def slots(self) -> int:
+        """How many evals the cluster runs at once: its CPUs, or its GPUs
+        for a hill that takes one per eval."""
+        resources = self.ray.cluster_resources()
+        return max(1, int(resources.get("GPU" if self.spec["exclusive"] == "gpu" else "CPU", 1)))
+
     def cancel(self) -> None:
         """Stop every task in flight (an interrupt at the head): each job
         still running ends as interrupted, with no retry. The nodes kill

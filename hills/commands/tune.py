@@ -20,7 +20,7 @@ from .output import emit, emit_json, say
 @click.option("--on", "on", metavar="ray[://ADDRESS]",
               help="Run each trial as a task on a Ray cluster (the hills[ray] extra); see docs/cluster.md.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
-              help="With --on: trials in flight at once (default: --parallel).")
+              help="With --on: trials in flight at once (default: the cluster's CPUs, or GPUs for a GPU hill).")
 @json_option
 def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: int, params: tuple[str, ...],
             seed: int | None, on: str | None, workers: int | None, as_json: bool) -> int:
@@ -46,7 +46,7 @@ def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: 
             shown.phase(f"trial 0 of {budget} running (the declared defaults)")
             result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=shown)
     else:
-        result = _tune_on_cluster(target, submission, budget, tuner, workers or parallel, params, seed, on)
+        result = _tune_on_cluster(target, submission, budget, tuner, workers, params, seed, on)
     if as_json:
         emit_json(result)
     else:
@@ -54,7 +54,7 @@ def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: 
     return errors.EXIT_OK if result["best"] else errors.EXIT_NO
 
 
-def _tune_on_cluster(target: object, submission: str, budget: int, tuner: str, parallel: int,
+def _tune_on_cluster(target: object, submission: str, budget: int, tuner: str, workers: int | None,
                      params: tuple[str, ...], seed: int | None, on: str) -> dict:
     """`tune.tune` with each trial a job of a cluster session."""
     from collections.abc import Mapping
@@ -71,7 +71,8 @@ def _tune_on_cluster(target: object, submission: str, budget: int, tuner: str, p
         return tune.TrialEval(done.report, done.message, done.hint, refused=done.exit_code == errors.EXIT_NOT_SCORED)
 
     try:
-        return tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=say, runner=runner)
+        return tune.tune(target, submission, budget, tuner, workers or session.slots(), params, seed=seed,
+                         progress=say, runner=runner)
     finally:
         session.close()
 
