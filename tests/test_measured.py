@@ -203,3 +203,9 @@ def test_claim_tolerance_without_claimed_is_refused():
     with pytest.raises(UsageError) as caught:
         manifest.parse_text(text, "hill.yaml", "h")
     assert "claim_slack" in caught.value.message and "claimed beside it" in caught.value.message
+
+
+def test_describe_tells_the_climber_their_timer_is_checked(clocked):
+    shown = hills("describe", "clocked")
+    assert shown.code == 0, shown.output
+    assert "a claimed wall time, held against the one hills measures (tolerance 0.5, slack 0.15 s)" in shown.output

@@ -50,7 +50,7 @@ def render(described: dict) -> None:
         emit("(declared by the evaluator in each report; ranked in the order given)")
     for metric in described["metrics"]:
         emit(f"- {metric['name']}: {'higher' if metric['direction'] == 'max' else 'lower'} is better "
-             f"({metric['direction']})" + _bounds_text(metric))
+             f"({metric['direction']})" + _bounds_text(metric) + _timing_text(metric))
     emit()
     emit("## Task")
     emit(described["readme"].rstrip())
@@ -68,6 +68,15 @@ def _param_line(param_name: str, param: dict) -> str:
         compared = f" ({'primary: ' if param['primary'] else ''}reports compare only with equal values)"
     return (f"- {param_name}: {param['type']}{bounds}, default {param['default']}" + compared
             + (f": {param['description']}" if param.get("description") else ""))
+
+
+def _timing_text(metric: dict) -> str:
+    """`; a claimed wall time, held against the one hills measures` for a
+    timing metric: a climber should know their timer is checked."""
+    if metric.get("claimed"):
+        return (f"; a claimed {metric['claimed']} time, held against the one hills measures "
+                f"(tolerance {metric.get('claim_tolerance', 0.5)}, slack {metric.get('claim_slack', 0.1)} s)")
+    return "; a timing metric: ranked per machine" if metric.get("timing") else ""
 
 
 def _bounds_text(metric: dict) -> str:
