@@ -28,7 +28,8 @@ BEST_COLOR = "#d62728"
 GROUP_COLORS = (BEST_COLOR, "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 STATUS_MARKERS = {"failing": ("x", "#ff7f0e"), "buggy": ("v", "#555555"), "refused": ("s", "#999999"),
                   "implausible": ("D", "#7b3294"), "interrupted": ("|", "#999999")}
-MAX_INSTANCES = 60
+MAX_INSTANCES = 60  # bars in the instances plot
+MAX_INSTANCE_ROWS = 500  # rows of the instances table
 
 
 @dataclass
@@ -438,8 +439,11 @@ def _instances_section(journal: Journal) -> str:
     table = _table(["instance", "best", "previous best", "change"],
                    [[_e(r["name"]), numbers.shown(r["best"], digits),
                      numbers.shown(r["previous"], digits) if r["previous"] is not None else "",
-                     numbers.change(r["best"], r["previous"])] for r in rows], frozenset({1, 2, 3}))
-    return intro + (f"<div class=plot>{plot}</div>" if plot else "") + table
+                     numbers.change(r["best"], r["previous"])] for r in rows[:MAX_INSTANCE_ROWS]],
+                   frozenset({1, 2, 3}))
+    more = (f"<p>… and {len(rows) - MAX_INSTANCE_ROWS} more instances, with smaller changes.</p>"
+            if len(rows) > MAX_INSTANCE_ROWS else "")
+    return intro + (f"<div class=plot>{plot}</div>" if plot else "") + table + more
 
 
 def render(journal: Journal) -> str:
