@@ -217,3 +217,12 @@ def test_bundle_of_a_hill_without_commits_is_refused(project):
     assert run_cli("new", "fresh").code == 0
     result = run_cli("bundle", "fresh")
     assert result.code == 1 and "has no commits yet" in result.error_lines[0]
+
+
+def test_bad_places_to_write_or_rebuild_are_usage_errors(source, tmp_path):
+    _, bundle_file = source
+    into = run_cli("unbundle", bundle_file, "--into", tmp_path / "missing")
+    assert into.code == 2 and "--into" in into.error_lines[0] and "is not a folder" in into.error_lines[0]
+    out = run_cli("bundle", NAME, "-o", tmp_path / "missing" / "x.hillbundle")
+    assert out.code == 2 and "does not exist" in out.error_lines[0]
+    assert not (tmp_path / "missing").exists()
