@@ -304,12 +304,25 @@ def _restore_objects(reader: _Reader, pack: tarfile.TarInfo, repo: git.Repo,
     except CommandFailed:
         raise _damaged(source, f"a folder of tree {tree_hash[:12]} is missing from its git objects") from None
     entries = [record.split("\t", 1) for record in listed.split("\0") if record]
+    for meta, rel in entries:
+        # A hill's tree never holds its git dir: checked out, a `.vc/config`
+        # or a hook there would run code in every later git call.
+        if rel == ".vc" or rel.startswith(".vc/"):
+            raise _damaged(source, f"its tree holds '{rel}', inside the hill's git dir")
+        if meta.split(" ")[0] not in ("100644", "100755"):
+            raise _damaged(source, f"its tree holds '{rel}', which is not a plain file (a hill holds no links)")
     answers = repo.batch_check([meta.split(" ")[2] for meta, _ in entries])
     for (_, rel), answer in zip(entries, answers):
         if answer is None:
             raise _damaged(source, f"'{rel}' of tree {tree_hash[:12]} is missing from its git objects")
     repo.run("update-ref", BRANCH, commit)
-    return _locked(repo, commit, f"tree {tree_hash[:12]}")
+    data = _locked(repo, commit, f"tree {tree_hash[:12]}")
+    for rel in data:
+        parts = rel.split("/")
+        if rel.startswith("/") or any(part in ("", ".", "..") for part in parts) or parts[0] == ".vc" \
+                or rel in {rel_path for _, rel_path in entries}:
+            raise _damaged(source, f"its locks list '{rel}', which is no place for a data file of the hill")
+    return data
 
 
 def _restore_data(reader: _Reader, members: Iterator[tarfile.TarInfo], staging: str,

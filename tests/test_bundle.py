@@ -226,3 +226,48 @@ def test_bad_places_to_write_or_rebuild_are_usage_errors(source, tmp_path):
     out = run_cli("bundle", NAME, "-o", tmp_path / "missing" / "x.hillbundle")
     assert out.code == 2 and "does not exist" in out.error_lines[0]
     assert not (tmp_path / "missing").exists()
+
+
+def _forged(tmp_path, name, files, locks_text=None):
+    """A bundle whose pack holds a commit of `files` (path: bytes, or
+    ("link", target)) made by hand, and no data."""
+    import subprocess
+
+    repo = tmp_path / f"forge-{name}"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+    index = tmp_path / f"index-{name}"
+    env = dict(os.environ, GIT_DIR=str(repo), GIT_INDEX_FILE=str(index))
+    for rel, content in files.items():
+        mode, data = ("120000", content[1].encode()) if isinstance(content, tuple) else ("100644", content)
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=data, env=env, capture_output=True,
+                              check=True).stdout.decode().strip()
+        subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"{mode},{blob},{rel}"], env=env, check=True)
+    tree = subprocess.run(["git", "write-tree"], env=env, capture_output=True, check=True).stdout.decode().strip()
+    commit = subprocess.run(["git", "commit-tree", tree, "-m", "forged"], env=env, capture_output=True,
+                            check=True).stdout.decode().strip()
+    listed = subprocess.run(["git", "ls-tree", "-r", "-t", tree], env=env, capture_output=True,
+                            check=True).stdout.decode().splitlines()
+    objects = [commit, tree] + [line.split()[2] for line in listed]
+    pack = subprocess.run(["git", "pack-objects", "--stdout", "-q"], input="\n".join(objects).encode() + b"\n",
+                          env=env, capture_output=True, check=True).stdout
+    manifest = json.dumps({"format": "hills-bundle", "version": 1, "hill": name, "commit": commit,
+                           "tree_hash": tree}).encode()
+    target = tmp_path / f"{name}.hillbundle"
+    with tarfile.open(target, "w") as out:
+        for member, data in (("hills-bundle.json", manifest), ("objects.pack", pack)):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+    return target
+
+
+@pytest.mark.parametrize("files, words", [
+    ({"hill.yaml": b"x\n", ".vc/config": b"[core]\n\tfsmonitor = touch /tmp/owned\n"}, "inside the hill's git dir"),
+    ({"hill.yaml": b"x\n", "private": ("link", "/etc")}, "is not a plain file"),
+    ({"hill.yaml": b"x\n", "private.lock": b'version = 1\n[files."../../escape"]\nsize = 1\n'
+                                           b'digest = "blake3:00"\n'}, "no place for a data file"),
+])
+def test_a_forged_tree_is_refused_before_anything_is_written(project, tmp_path, files, words):
+    forged = _forged(tmp_path, "forged", files)
+    _refused(forged, tmp_path / "into", words)
+    assert not (tmp_path / "escape").exists()
