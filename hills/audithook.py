@@ -30,7 +30,7 @@ BENIGN = ("/proc/self", "/proc/thread-self", "/proc/cpuinfo", "/proc/meminfo", "
           "/dev/zero", "/dev/shm", "/dev/tty", "/dev/fd")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _WATCHED = frozenset(("open", "os.listdir", "os.scandir", "subprocess.Popen", "os.exec", "os.posix_spawn",
-                      "os.system", "socket.connect", "socket.sendto"))
+                      "os.system", "socket.connect", "socket.sendto", "os.symlink", "os.link"))
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
@@ -50,6 +50,7 @@ class _Audit:
         # folders under the machine's /tmp bound into it: a path there is
         # the scratch's when it exists or its folder can be written.
         self.tmp = view.get("tmp")
+        self.deny = tuple(view.get("deny", ()))
         self.pid = str(os.getpid())
         self.records = 0
         self.busy = False
@@ -89,7 +90,10 @@ class _Audit:
             return
         if _under(path, BENIGN):
             return
-        if self.tmp and _under(path, (self.tmp,)) and not _under(path, self.read):
+        if _under(path, self.deny):
+            self.say("write" if not listing and self.writes(mode, flags) else "read", path)
+            return
+        if self.tmp and _under(path, (self.tmp,)) and not _under(path, self.read) and not _under(path, self.write):
             if not self.scratch_has(path):
                 self.say("write" if not listing and self.writes(mode, flags) else "read", path)
             return
@@ -127,6 +131,19 @@ class _Audit:
                 return
         self.say("exec", name)
 
+    def linked(self, source: Any, target: Any) -> None:
+        """A link made to a path outside the view: left for a more trusted
+        process (the evaluator) to follow."""
+        path = self.path_of(source)
+        if path is None:
+            return
+        if not os.path.isabs(os.fsdecode(source)):
+            where = self.path_of(target)
+            path = os.path.normpath(os.path.join(os.path.dirname(where or "."), os.fsdecode(source)))
+        if path.startswith("/proc/") or _under(path, self.deny) or not (_under(path, self.read)
+                                                                           or _under(path, self.write)):
+            self.say("link", path)
+
     def connected(self, address: Any) -> None:
         if isinstance(address, tuple):
             if not self.network:
@@ -160,6 +177,8 @@ class _Audit:
                     self.executed(command[0])
             elif event in ("socket.connect", "socket.sendto"):
                 self.connected(args[1])
+            elif event in ("os.symlink", "os.link"):
+                self.linked(args[0], args[1])
         except Exception:
             pass
         finally:
@@ -167,15 +186,17 @@ class _Audit:
 
 
 def parse_view(text: str) -> dict[str, Any]:
-    """The view as hills.sdk writes it: four lines, the
+    """The view as hills.sdk writes it: five lines, the
     folders it may read and those it may write (each list joined with
     os.pathsep, as PATH is), the scratch's place inside the sandbox (or
-    nothing) and whether it has the network (1 or 0). Not JSON: the hook
+    nothing), whether it has the network (1 or 0), and the folders inside
+    readable ones that it may not read (the hill's private/). Not JSON: the hook
     loads before the submitted code, and json would cost every start its
     import."""
-    read, write, tmp, network = (text.split("\n") + ["", "", "", ""])[:4]
+    read, write, tmp, network, deny = (text.split("\n") + ["", "", "", "", ""])[:5]
     return {"read": [path for path in read.split(os.pathsep) if path],
-            "write": [path for path in write.split(os.pathsep) if path], "tmp": tmp or None, "network": network == "1"}
+            "write": [path for path in write.split(os.pathsep) if path], "tmp": tmp or None, "network": network == "1",
+            "deny": [path for path in deny.split(os.pathsep) if path]}
 
 
 def install(environ: Mapping[str, str] = os.environ) -> _Audit | None:

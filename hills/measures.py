@@ -22,7 +22,7 @@ DEFAULT_SLACK = 0.1
 FIRST_ATTEMPTS = 10
 # Attempts that are never an honest program's: reaching another process,
 # the network, a socket or a path outside the view.
-SUSPICIOUS = ("read", "write", "proc", "exec", "network", "socket", "garbled")
+SUSPICIOUS = ("read", "write", "proc", "exec", "network", "socket", "link", "garbled")
 
 
 def read_events(path: str) -> list[dict[str, Any]]:

@@ -569,7 +569,8 @@ class Confinement:
         read += [path for path in SYSTEM_DIRS if os.path.exists(path)]
         read += [os.path.join("/etc", name) for name in ETC_FILES] + ["/dev"]
         return {"read": read, "write": write, "network": self.network,
-                "tmp": "/tmp" if self.level == LEVEL_BWRAP else None}
+                "tmp": "/tmp" if self.level == LEVEL_BWRAP else None,
+                "deny": [os.path.join(real(self.run_hill_dir), "private")]}
 
     def pids_cgroup(self) -> str | None:
         """A pids cgroup of this eval capped at `limits.processes`, made on

@@ -238,7 +238,8 @@ class _AuditPipe:
         env["HILLS_AUDIT_FD"] = str(write_fd)
         # The format of audithook.parse_view: its hook loads no json.
         env["HILLS_AUDIT_VIEW"] = "\n".join([os.pathsep.join(view.get("read", ())), os.pathsep.join(view.get("write", ())),
-                                             view.get("tmp") or "", "1" if view.get("network") else "0"])
+                                             view.get("tmp") or "", "1" if view.get("network") else "0",
+                                             os.pathsep.join(view.get("deny", ()))])
         env["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [env.get("PYTHONPATH")] if p])
 
     def started(self) -> None:

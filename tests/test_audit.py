@@ -46,9 +46,11 @@ ATTACKS = {
     "exec": "subprocess.run(['/opt/hills-escape/tool'])",
     "network": "socket.create_connection(('192.0.2.1', 80), timeout=1)",
     "socket": "s = socket.socket(socket.AF_UNIX); s.connect('/run/hills-test.sock')",
+    "link": "os.symlink(TARGETS['private'], 'answer.txt'); open('answer.txt').read()",
+    "run folder": "open('../hill/private/secret.txt').read()",
 }
 EXPECTED_KIND = {"read": "read", "key": "read", "proc": "proc", "write": "write", "exec": "exec",
-                 "network": "network", "socket": "socket"}
+                 "network": "network", "socket": "socket", "link": "link", "run folder": "read"}
 
 ATTACK = """\
 import json, os, socket, subprocess
@@ -125,3 +127,33 @@ def test_control_with_the_audit_off_the_same_attempt_goes_unseen(audited, tmp_pa
     assert report["audit"] == {"runs": 0, "denied": False, "attempts": 0, "counts": {}, "first": [],
                                "suspicious": False}
 
+
+
+def test_imports_from_its_own_folder_are_not_attempts(audited, tmp_path):
+    """Importing a module of the submission looks for its bytecode in a
+    __pycache__ that does not exist: inside its own folder, not an attempt."""
+    _, tree = audited
+    folder = submission(tmp_path / "sub", {"solution.py": "import helper\nprint(helper.VALUE)\n",
+                                           "helper.py": "VALUE = 42\n"})
+    assert hills("eval", folder, "-H", "audited").code == 0
+    audit = last_report("audited", tree)["audit"]
+    assert audit["attempts"] == 0, audit
+
+
+@pytest.mark.parametrize("template", ["dataset", "circle-packing"])
+def test_the_templates_honest_examples_try_nothing(tmp_path, template):
+    from pathlib import Path
+
+    created = hills("new", f"honest-{template}", "-t", template)
+    assert created.code == 0, created.output
+    hill_dir = Path(created.out.strip())
+    committed = hills("commit", f"honest-{template}", "-m", "first")
+    assert committed.code == 0, committed.output
+    example = next(path for path in (hill_dir / "examples").iterdir() if path.is_dir())
+    if template == "circle-packing":  # its example is outputs only: a solution.py writes them instead
+        circles = (example / "circles.json").read_text()
+        example = submission(tmp_path / "sub", {"solution.py": f"open('circles.json', 'w').write({circles!r})\n"})
+    result = hills("eval", example, "-H", f"honest-{template}")
+    assert result.code == 0, result.output
+    audit = last_report(f"honest-{template}", tree_of(hill_dir))["audit"]
+    assert audit["runs"] >= 1 and audit["attempts"] == 0, audit

@@ -63,6 +63,8 @@ def test_the_example_packs_fresh_instances_and_records_them(tmp_path):
     report = last_report("fresh", tree_of(hill_dir))
     assert "fresh_excess_bins" in report["side_metrics"]
     assert len(set(report["seeds"]["secret"])) == 2
+    # The template's honest example tries nothing outside its view.
+    assert report["audit"]["runs"] == 2 and report["audit"]["attempts"] == 0, report["audit"]
 
 
 def test_a_replay_of_remembered_answers_fails_on_the_fresh_instances(tmp_path):

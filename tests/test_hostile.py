@@ -210,8 +210,9 @@ def attack(tmp_path, code, *, hill="hostile", files=None):
     return result, logged
 
 
-def blocked(result, logged, *words):
-    """The eval ran, did not pass, and the logged attempt says why."""
+def blocked(result, logged, *words, escape=True):
+    """The eval ran, did not pass, and the logged attempt says why; for an
+    attempt to get out (`escape`), its access audit says it was tried."""
     assert result.code == 1, result.output
     report = json.loads(result.out)
     assert logged["run_id"] == report["run_id"], "the attempt is in the log"
@@ -221,7 +222,15 @@ def blocked(result, logged, *words):
     for word in words:
         assert word in logged["reason"], (word, logged["reason"])
     assert {"name": "isolation", "value": "bwrap", "primary": False} in logged["config"] or logged["status"] == "refused"
+    # Every attempt to get out is also in the report's access audit (docs/audit.md).
+    if escape and logged["status"] != "refused" and not any(word in " ".join(words) for word in NOT_ESCAPES):
+        assert logged["audit"]["suspicious"], logged["audit"]
     return logged
+
+
+# Attacks on the machine's resources rather than ways out: nothing outside
+# the view is tried, so nothing is audited.
+NOT_ESCAPES = ("memory cap", "allocate 10 GB", "flooded", "no secret")
 
 
 def snapshot_of(folder):
@@ -482,7 +491,7 @@ while not os.path.exists("daemon-alive.txt") and time.time() < deadline:
 SEEN["daemon started"] = os.path.exists("daemon-alive.txt")
 verdict()
 """)
-    logged = blocked(result, logged)
+    logged = blocked(result, logged, escape=False)  # outliving the eval, not leaving the view
     assert logged["details"]["seen"]["daemon started"] is True
     marker = run_folder("hostile", logged) / "submission" / "daemon-alive.txt"
     first = marker.stat().st_mtime_ns
@@ -628,7 +637,7 @@ def test_the_evaluator_reads_private_but_not_the_key_or_the_log_and_writes_nothi
     before = snapshot_of(hostile)
     key_before = (hills_home() / "key").read_bytes()
     result, logged = attack(tmp_path, "verdict()\n", files={"probe.json": json.dumps(probe)})
-    blocked(result, logged)
+    blocked(result, logged, escape=False)  # the evaluator probes; the submission tries nothing
     seen = logged["details"]["probe"]
     assert seen["read " + str(hills_home() / "key")] == "FileNotFoundError"
     assert seen["read " + str(attempts)] == "FileNotFoundError"

@@ -209,3 +209,42 @@ def test_describe_tells_the_climber_their_timer_is_checked(clocked):
     shown = hills("describe", "clocked")
     assert shown.code == 0, shown.output
     assert "a claimed wall time, held against the one hills measures (tolerance 0.5, slack 0.15 s)" in shown.output
+
+
+FAKETIME_C = r"""
+#define _GNU_SOURCE
+#include <time.h>
+#include <sys/time.h>
+int clock_gettime(clockid_t clock, struct timespec *spec) { spec->tv_sec = 1000; spec->tv_nsec = 0; return 0; }
+int gettimeofday(struct timeval *value, void *zone) { value->tv_sec = 1000; value->tv_usec = 0; return 0; }
+time_t time(time_t *out) { if (out) *out = 1000; return 1000; }
+"""
+
+# The submission starts its worker with a C library that stops every clock.
+PRELOADED = """\
+import json, os, subprocess, sys
+env = dict(os.environ, LD_PRELOAD=os.path.join(os.getcwd(), "faketime.so"))
+worker = "import time\\nt = time.monotonic()\\nn = 0\\nfor i in range(6_000_000):\\n    n += i\\nprint(time.monotonic() - t)"
+done = subprocess.run([sys.executable, "-c", worker], env=env, capture_output=True, text=True)
+print(json.dumps({"seconds": float(done.stdout.strip() or -1)}))
+"""
+
+
+@needs_bwrap
+def test_an_ld_preload_that_stops_the_clocks_moves_nothing_hills_measures(clocked, tmp_path):
+    import shutil
+    import subprocess
+
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler here to build the LD_PRELOAD library")
+    source = tmp_path / "faketime.c"
+    source.write_text(FAKETIME_C)
+    library = tmp_path / "faketime.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    _, tree = clocked
+    folder = submission(tmp_path / "sub", {"solution.py": PRELOADED, "faketime.so": library.read_bytes()})
+    _eval(folder)
+    report = last_report("clocked", tree)
+    assert report["metrics"][0]["value"] == 0.0, report["details"]  # the preloaded clock stood still
+    assert report["measured"]["wall_s"] >= 0.2 and report["measured"]["cpu_s"] >= 0.2, report["measured"]
+    assert report["claimed"][0]["agrees"] is False and report["official"] is False
