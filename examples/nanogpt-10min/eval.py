@@ -37,7 +37,7 @@ def eval(submission, *, final=False, time_budget_s=600.0, max_steps=0):
         {"name": "time_budget_s", "value": float(time_budget_s), "primary": True},
         {"name": "torch", "value": torch.__version__.split("+")[0], "primary": False},
     ]
-    details = {"vocab_size": 256}
+    details = {"vocab_size": 256, "hardware": hardware_details()}
     try:
         record = _read_record(submission)
         model = _load_model(submission / CHECKPOINT)
@@ -81,6 +81,23 @@ def hardware_profile():
     properties = torch.cuda.get_device_properties(0)
     profile = normalize_gpu(properties.name, properties.total_memory)
     return f"{count}x-{profile}" if count > 1 else profile
+
+
+def hardware_details():
+    """What the profile was made from: the devices' names, and the CPUs."""
+    import torch
+
+    found = {"cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+        if names:
+            found["cpu"] = names[0]
+    except OSError:
+        pass
+    if torch.cuda.is_available():
+        found["gpus"] = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+    return found
 
 
 def normalize_gpu(name, total_memory):

@@ -64,6 +64,7 @@ def test_an_untrained_model_scores_the_uniform_loss(tmp_path):
     assert result["metrics"][0] == {"name": "val_loss", "value": loss, "direction": "min"}
     assert abs(loss - math.log(256)) < 0.05
     assert result["details"]["vocab_size"] == 256 and result["details"]["parameters"] > 0
+    assert result["details"]["hardware"]["cpus"] >= 1
     assert result["config"][0] == {"name": "gpu", "value": result["config"][0]["value"], "primary": True}
     holdout = evaluate(tmp_path, final=True)
     assert holdout["passed"] is True and holdout["metrics"][0]["value"] != loss
