@@ -248,3 +248,28 @@ def test_an_ld_preload_that_stops_the_clocks_moves_nothing_hills_measures(clocke
     assert report["metrics"][0]["value"] == 0.0, report["details"]  # the preloaded clock stood still
     assert report["measured"]["wall_s"] >= 0.2 and report["measured"]["cpu_s"] >= 0.2, report["measured"]
     assert report["claimed"][0]["agrees"] is False and report["official"] is False
+
+
+def test_timing_hills_rank_per_fingerprint_and_other_hills_across_machines():
+    from test_plausibility import KEYS, signed
+
+    from hills import rank
+
+    here = {"cpu": "CPU A", "cores": 8, "machine": "x86_64", "gpu": None}
+    there = {"cpu": "CPU B", "cores": 64, "machine": "x86_64", "gpu": [{"model": "H200", "driver": "550.1"}]}
+    params = {"tolerance": 1e-9, "seed": 0}
+    timed = [("here", signed(1.0, params, fingerprint=here, timing_metrics=["score"])),
+             ("there", signed(2.0, params, fingerprint=there, timing_metrics=["score"])),
+             ("here again", signed(3.0, params, fingerprint=here, timing_metrics=["score"]))]
+    groups = rank.rank(timed, KEYS)["groups"]
+    assert sorted([e["source"] for e in g["entries"]] for g in groups) == [["here again", "here"], ["there"]]
+    assert {g["fingerprint"]["cpu"] for g in groups} == {"CPU A", "CPU B"}
+    untimed = [("here", signed(1.0, params, fingerprint=here)), ("there", signed(2.0, params, fingerprint=there))]
+    [group] = rank.rank(untimed, KEYS)["groups"]
+    assert [e["source"] for e in group["entries"]] == ["there", "here"] and group["fingerprint"] is None
+
+
+def test_the_fingerprint_is_read_from_proc():
+    machine = measures.fingerprint()
+    assert machine["cores"] == os.cpu_count() and isinstance(machine["cpu"], (str, type(None)))
+    assert machine["gpu"] is None or all("model" in gpu and "driver" in gpu for gpu in machine["gpu"])
