@@ -1,7 +1,8 @@
 """Telling a person how long work is going: on a terminal, one live line on
 stderr (the phase and the seconds since it began) redrawn in place and
-cleared at the end; elsewhere plain phase lines when asked for, else
-nothing, so pipes, logs and --json output stay as they were. Free of
+cleared at the end; elsewhere plain phase lines (eval, tune) or nothing
+(check and commit, whose check lines stream anyway); stdout is never
+touched, so --json output stays pure. Free of
 click and of any import the eval path does not already pay for."""
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 LIVE, LINES, OFF = "live", "lines", "off"
-# A phase shorter than this never shows on the live line: a quick eval
-# prints its header and summary and nothing flickers between them.
+# A phase shorter than this never shows, on the live line or as a plain
+# line: a quick eval prints its header and summary and nothing between.
 SHOW_AFTER_S = 0.4
 REDRAW_S = 0.25
 CLEAR = "\r\x1b[K"
@@ -32,15 +33,17 @@ def is_terminal(stream: TextIO | None) -> bool:
 
 
 def mode_for(quiet: bool = False, asked: bool = False, verbose: bool = False,
-             stream: TextIO | None = None) -> str:
-    """`off` with -q; on a terminal `live` (plain `lines` while -v streams
-    the evaluator's output there, which a live line would cut into);
-    elsewhere `lines` when asked for (--progress), else `off`."""
+             stream: TextIO | None = None, elsewhere: str = OFF) -> str:
+    """`off` with -q; on a terminal `live`, or plain `lines` when asked for
+    (--progress) and while -v streams the evaluator's output there, which a
+    live line would cut into; elsewhere `elsewhere` (`lines` for eval and
+    tune, whose phases a log should show; `off` for check and commit,
+    whose lines stream anyway)."""
     if quiet:
         return OFF
     if is_terminal(stream if stream is not None else sys.stderr):
-        return LINES if verbose else LIVE
-    return LINES if asked else OFF
+        return LINES if verbose or asked else LIVE
+    return elsewhere
 
 
 class Progress:
@@ -57,6 +60,7 @@ class Progress:
         self._lock = threading.Lock()
         self._phase: str | None = None
         self._phase_started = 0.0
+        self._told = False
         self._started = time.monotonic()
         self._shown = False
         self._stop = threading.Event()
@@ -100,10 +104,7 @@ class Progress:
             return
         with self._lock:
             self._phase, self._phase_started = text, time.monotonic()
-            if self.mode == LINES:
-                self.stream.write(f"hills: {text}\n")
-                self.stream.flush()
-                return
+            self._told = False
             self._draw()
             self.stream.flush()
         if self._thread is None:
@@ -115,12 +116,25 @@ class Progress:
         return f"hills: {self._phase}  {time.monotonic() - self._started:.0f}s"
 
     def _draw(self) -> None:
+        if self.mode == LINES:
+            self._tell()
+            return
         if self.mode != LIVE or self._phase is None or self._stop.is_set():
             return
         if time.monotonic() - self._started < SHOW_AFTER_S:
             return
         self.stream.write(CLEAR + self.line()[: self._width()])
         self._shown = True
+
+    def _tell(self) -> None:
+        # A plain line, once, for a phase that has lasted SHOW_AFTER_S: a
+        # log shows where a long eval is, and a quick one adds nothing.
+        if self._phase is None or self._told or self._stop.is_set():
+            return
+        if time.monotonic() - self._phase_started < SHOW_AFTER_S:
+            return
+        self.stream.write(f"hills: {self._phase}\n")
+        self._told = True
 
     def _clear(self) -> None:
         if self._shown:

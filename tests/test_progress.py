@@ -1,5 +1,5 @@
-"""Progress on stderr: a live line only on a terminal, plain phase lines
-only when asked for, nothing with -q; stdout is the report alone, or
+"""Progress on stderr: a live line on a terminal, plain phase lines
+elsewhere for a phase that lasts, nothing with -q; stdout is the report alone, or
 nothing with --summary-only. Checks are told as they finish."""
 
 import io
@@ -23,7 +23,7 @@ def scored(project, tmp_path):
     return submission(tmp_path / "sub", {"score.txt": "4\n"})
 
 
-def test_off_a_terminal_nothing_but_the_summary(scored) -> None:
+def test_a_quick_eval_off_a_terminal_prints_the_summary_alone(scored) -> None:
     result = hills("eval", scored, "-H", "slow")
     assert result.code == 0
     assert json.loads(result.out)["status"] == "passing"
@@ -31,16 +31,19 @@ def test_off_a_terminal_nothing_but_the_summary(scored) -> None:
     assert result.err.splitlines()[0].startswith("slow @ ")  # the summary, as it always was
 
 
-def test_progress_asks_for_phase_lines(scored) -> None:
-    result = hills("eval", scored, "-H", "slow", "--progress")
+def test_off_a_terminal_each_phase_that_lasts_is_a_plain_line(scored, monkeypatch) -> None:
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+    result = hills("eval", scored, "-H", "slow")
+    assert "\r" not in result.err
     assert result.code == 0
     phases = [line for line in result.err.splitlines() if line.startswith("hills: ")]
     assert phases[-1] == "hills: scoring" and "hills: preparing the hill's environment" in phases
     assert json.loads(result.out)["status"] == "passing"  # stdout is the report alone
 
 
-def test_repeat_names_the_replicate(scored) -> None:
-    result = hills("eval", scored, "-H", "slow", "--progress", "--repeat", "2")
+def test_repeat_names_the_replicate(scored, monkeypatch) -> None:
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+    result = hills("eval", scored, "-H", "slow", "--repeat", "2")
     assert "hills: replicate 1 of 2: scoring" in result.err and "hills: replicate 2 of 2: scoring" in result.err
 
 
@@ -55,7 +58,8 @@ def test_quiet_and_summary_only(scored, tmp_path) -> None:
     assert failing.code == 1 and failing.err == ""
 
 
-def test_json_has_no_progress(scored) -> None:
+def test_json_has_no_progress(scored, monkeypatch) -> None:
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
     result = hills("eval", scored, "-H", "slow", "--json", "--progress")
     assert result.err == "" and json.loads(result.out)["status"] == "passing"
 
@@ -79,8 +83,20 @@ def test_modes() -> None:
     assert progress.mode_for(stream=Terminal()) == progress.LIVE
     assert progress.mode_for(verbose=True, stream=Terminal()) == progress.LINES
     assert progress.mode_for(quiet=True, stream=Terminal()) == progress.OFF
-    assert progress.mode_for(stream=io.StringIO()) == progress.OFF
-    assert progress.mode_for(asked=True, stream=io.StringIO()) == progress.LINES
+    assert progress.mode_for(asked=True, stream=Terminal()) == progress.LINES
+    assert progress.mode_for(stream=io.StringIO()) == progress.OFF  # check and commit
+    assert progress.mode_for(stream=io.StringIO(), elsewhere=progress.LINES) == progress.LINES  # eval and tune
+    assert progress.mode_for(quiet=True, stream=io.StringIO(), elsewhere=progress.LINES) == progress.OFF
+
+
+def test_a_plain_line_waits_for_the_phase_to_last() -> None:
+    stream = io.StringIO()
+    with progress.Progress(progress.LINES, stream=stream) as shown:
+        shown.phase("preparing the hill's environment")
+        shown.phase("scoring")  # the first phase ended at once: never told
+        time.sleep(progress.SHOW_AFTER_S + 2 * progress.REDRAW_S)
+        shown("PASSED")
+    assert stream.getvalue() == "hills: scoring\nPASSED\n"
 
 
 def test_checks_are_told_as_they_finish(project) -> None:

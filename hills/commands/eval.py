@@ -56,7 +56,7 @@ DECLARED = fast.Declared("eval", HELP, [
                 help="Print no report on stdout (write it with -o FILE); the summary on stderr still."),
     fast.Option("quiet", "-q", "--quiet", flag=True, help="Print neither progress nor the summary on stderr."),
     fast.Option("progress", "--progress", flag=True,
-                help="Print a line per phase on stderr even when it is not a terminal."),
+                help="On a terminal too, print a line per phase on stderr instead of the live line."),
 ])
 
 
@@ -91,11 +91,11 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
         from . import ab
 
         return ab.command(request, against, repeat, output=output, as_json=as_json, quiet=quiet)
-    from ..progress import Progress, mode_for
+    from ..progress import LINES, Progress, mode_for
 
     # On a terminal the header comes first and a live line runs below it;
-    # elsewhere, phase lines only with --progress (hills-eval(1), PROGRESS).
-    with Progress(mode_for(quiet or as_json, progress, verbose), quiet_messages=quiet) as shown:
+    # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
+    with Progress(mode_for(quiet or as_json, progress, verbose, elsewhere=LINES), quiet_messages=quiet) as shown:
         outcome = evaluate.evaluate(request, say=shown)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
         _emit_report(outcome.report, output, as_json, summary_only)

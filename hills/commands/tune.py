@@ -38,11 +38,11 @@ def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: 
 
     if workers is not None and on is None:
         raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
-    from ..progress import Progress, mode_for
+    from ..progress import LINES, Progress, mode_for
 
     target = hill.resolve(hill_name)
     if on is None:
-        with Progress(mode_for()) as shown:
+        with Progress(mode_for(elsewhere=LINES)) as shown:
             shown.phase(f"trial 0 of {budget} running (the declared defaults)")
             result = tune.tune(target, submission, budget, tuner, parallel, params, seed=seed, progress=shown)
     else:
