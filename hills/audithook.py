@@ -41,8 +41,8 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 
 
 class _Audit:
-    def __init__(self, fd: int, view: Mapping[str, Any]) -> None:
-        self.fd = fd
+    def __init__(self, fd: int, view: Mapping[str, Any], inode: int = 0) -> None:
+        self.fd, self.inode = fd, inode
         self.read = tuple(view.get("read", ()))
         self.write = tuple(view.get("write", ()))
         self.network = bool(view.get("network"))
@@ -60,6 +60,9 @@ class _Audit:
             return
         self.records += 1
         try:
+            if os.fstat(self.fd).st_ino != self.inode:  # closed, and the number reused for another file
+                self.records = MAX_RECORDS
+                return
             import json  # only once something is recorded: an honest start never loads it
 
             os.write(self.fd, (json.dumps({"kind": kind, "path": str(what)[:300]}) + "\n").encode())
@@ -205,8 +208,11 @@ def install(environ: Mapping[str, str] = os.environ) -> _Audit | None:
     if not fd_text or not view:
         return None
     try:
-        audit = _Audit(int(fd_text), parse_view(view))
-    except (ValueError, TypeError, AttributeError):
+        number, _, inode = fd_text.partition(":")
+        audit = _Audit(int(number), parse_view(view), int(inode))
+        if os.fstat(audit.fd).st_ino != audit.inode:
+            return None  # a process that did not inherit the pipe: nothing to write to
+    except (ValueError, TypeError, AttributeError, OSError):
         return None
     sys.addaudithook(audit)
     return audit

@@ -235,7 +235,10 @@ class _AuditPipe:
             return
         self.read_fd, write_fd = os.pipe()
         self.pass_fds = (write_fd,)
-        env["HILLS_AUDIT_FD"] = str(write_fd)
+        # The pipe's inode beside its number: a process that did not inherit
+        # the fd (subprocess closes fds) must not write into whatever file
+        # holds that number in it.
+        env["HILLS_AUDIT_FD"] = f"{write_fd}:{os.fstat(write_fd).st_ino}"
         # The format of audithook.parse_view: its hook loads no json.
         env["HILLS_AUDIT_VIEW"] = "\n".join([os.pathsep.join(view.get("read", ())), os.pathsep.join(view.get("write", ())),
                                              view.get("tmp") or "", "1" if view.get("network") else "0",

@@ -157,3 +157,29 @@ def test_the_templates_honest_examples_try_nothing(tmp_path, template):
     assert result.code == 0, result.output
     audit = last_report(f"honest-{template}", tree_of(hill_dir))["audit"]
     assert audit["runs"] >= 1 and audit["attempts"] == 0, audit
+
+
+def test_a_child_without_the_pipe_never_writes_into_a_file_holding_its_number(audited, tmp_path):
+    """subprocess closes inherited fds: a Python child of the submission
+    finds the audit's variables but not its pipe, and its own file that got
+    the same fd number is left alone."""
+    _, tree = audited
+    child = """\
+import os
+number = int(os.environ["HILLS_AUDIT_FD"].split(":")[0])
+fd = -1
+while fd < number:
+    fd = os.open("mine-%d.txt" % fd, os.O_WRONLY | os.O_CREAT, 0o600)
+try:
+    open("/nonexistent-hills-path")
+except OSError:
+    pass
+print(os.fstat(number).st_size)
+"""
+    solution = ("import subprocess, sys\n"
+                "done = subprocess.run([sys.executable, 'child.py'], capture_output=True, text=True)\n"
+                "print(done.stdout.strip() or done.stderr[-300:])\n")
+    folder = submission(tmp_path / "sub", {"solution.py": solution, "child.py": child})
+    assert hills("eval", folder, "-H", "audited").code == 0
+    report = last_report("audited", tree)
+    assert report["details"]["stdout"].strip() == "0", report["details"]
