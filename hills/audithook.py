@@ -214,8 +214,34 @@ def install(environ: Mapping[str, str] = os.environ) -> _Audit | None:
             return None  # a process that did not inherit the pipe: nothing to write to
     except (ValueError, TypeError, AttributeError, OSError):
         return None
-    sys.addaudithook(audit)
+    add = getattr(sys, "addaudithook", None)  # Python 3.8 and later
+    if add is None:
+        return None
+    add(audit)
     return audit
 
 
+def chain() -> None:
+    """Run the sitecustomize this file shadows, if the interpreter has one
+    further down its path (a distribution's, a tool's), as it would have
+    run without the audit."""
+    import importlib.machinery
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
+        return
+    module = type(sys)("sitecustomize")
+    module.__file__ = spec.origin
+    module.__spec__ = spec
+    spec.loader.exec_module(module)
+
+
 install()
+try:
+    chain()
+except Exception:  # noqa: BLE001 - as site.py does for a failing sitecustomize
+    import traceback
+
+    traceback.print_exc()

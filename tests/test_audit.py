@@ -183,3 +183,22 @@ print(os.fstat(number).st_size)
     assert hills("eval", folder, "-H", "audited").code == 0
     report = last_report("audited", tree)
     assert report["details"]["stdout"].strip() == "0", report["details"]
+
+
+def test_a_sitecustomize_the_audit_shadows_still_runs(tmp_path):
+    """The audit is the first sitecustomize on the path; one further down
+    (a distribution's, a coverage tool's) runs after it, as without it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    audit, other = tmp_path / "audit", tmp_path / "other"
+    audit.mkdir()
+    other.mkdir()
+    (audit / "sitecustomize.py").write_text((Path(sandbox.__file__).parent / "audithook.py").read_text())
+    (other / "sitecustomize.py").write_text("import builtins\nbuiltins.SHADOWED_RAN = True\n")
+    done = subprocess.run([sys.executable, "-c", "import builtins; print(getattr(builtins, 'SHADOWED_RAN', False))"],
+                          env=dict(os.environ, PYTHONPATH=f"{audit}{os.pathsep}{other}"), capture_output=True,
+                          text=True)
+    assert done.stdout.strip() == "True", done.stderr
