@@ -808,7 +808,7 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
     if ran:
         argv = [part.replace("{python}", ctx.python) for part in solution["run"]]
         env = evaluator_env(ctx, rep.env)
-        env["HILLS_PARAMS"] = json.dumps(ctx.params, sort_keys=True)
+        env["HILLS_PARAMS"] = json.dumps(ctx.params, sort_keys=True)  # the knobs stay in HILLS_KNOBS
         # The report counts these starts as the solution phase's.
         env[sdk.ENV_CONFIG] = json.dumps({**json.loads(env.get(sdk.ENV_CONFIG) or "{}"), "by": "solution"})
         # The sdk runs as a file, isolated, from the run folder: started in
@@ -1352,7 +1352,9 @@ def _replicate(ctx: EvalContext, index: int) -> Replicate:
     env = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": ctx.split, "HILLS_REPLICATE_SEED": str(seed),
            "PYTHONPATH": ctx.sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
     if ctx.trial is not None:
-        env["HILLS_PARAMS"] = json.dumps(ctx.trial, sort_keys=True)
+        # The knob values: HILLS_KNOBS in every phase, and HILLS_PARAMS too
+        # where no solution phase gives that name to the hill's params.
+        env["HILLS_PARAMS"] = env[spaces.ENV_KNOBS] = json.dumps(ctx.trial, sort_keys=True)
     if not ctx.spec["solution"]:  # else the scoring phase gets it (scoring_replicate)
         env[seeds.ENV_SECRET] = str(secret)
     if ctx.spec["evaluator"]["shape"] != "function":

@@ -404,7 +404,8 @@ required."""),
         doc="""The solution phase, which runs the submitted code before the evaluator
 scores: `run`, the command (a list of strings, a string is split on white
 space; `{python}` is the hill environment's interpreter), run confined in
-the submission's snapshot with a scratch folder and `HILLS_PARAMS`,
+the submission's snapshot with a scratch folder and `HILLS_PARAMS` (the
+hill's params), `HILLS_KNOBS` (the knob values),
 `HILLS_SPLIT` and `HILLS_REPLICATE_SEED` set; `outputs`, a non-empty list
 of paths or glob patterns inside the submission, the files the evaluator
 receives; `when`, a file: the phase runs only when the submission holds

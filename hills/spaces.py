@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 DECLARATION = "params.json"
 ENV_VALUES = "HILLS_PARAMS"
+# The knob values in every phase: a solution phase's HILLS_PARAMS holds the
+# hill's params instead.
+ENV_KNOBS = "HILLS_KNOBS"
 # A declaration is a few hundred bytes, three levels deep; the caps bound the
 # time and memory a hostile file can cost: the size before parsing, the depth
 # on the parsed value (json's own recursion limit stops a far deeper one first).
@@ -205,7 +208,7 @@ def _read(path: str) -> Any:
 
 def params(folder: Path | str | None = None) -> dict[str, Any]:
     """The current trial's knob values; outside a trial, the declared defaults."""
-    given = os.environ.get(ENV_VALUES)
+    given = os.environ.get(ENV_KNOBS) or os.environ.get(ENV_VALUES)
     if given:
         return json.loads(given)
     folder = folder or os.environ.get("HILLS_SUBMISSION") or os.getcwd()

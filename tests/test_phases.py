@@ -14,6 +14,7 @@ import pytest
 from conftest import needs_bwrap
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import TRIVIAL_TEST, hills, make_hill, submission
+from hills import state
 
 SECRET = "the-answer-is-42\n"
 
@@ -308,3 +309,30 @@ def test_the_confined_python_outside_an_eval_says_so(tmp_path):
                           env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 127
     assert "the confined python runs only inside a hills eval (HILLS_REAL_PYTHON is not set)" in done.stderr
+
+
+# Submitted code that reads its knob the documented way, and the hill's
+# params where the solution phase puts them.
+KNOB_SOLUTION = '''
+import json
+import os
+from hills import spaces
+
+knobs = spaces.params()
+params = json.loads(os.environ["HILLS_PARAMS"])
+open("out.txt", "w").write(json.dumps({"knobs": knobs, "params": params}))
+'''
+
+
+def test_knobs_reach_the_solution_phase_beside_the_hill_s_params(tmp_path):
+    # spaces.params() reads HILLS_KNOBS, which every phase gets; the
+    # solution phase's HILLS_PARAMS holds the hill's params (none here).
+    two_phase("knobbed")
+    sub = submission(tmp_path / "sub", {"solution.py": KNOB_SOLUTION, "params.json": json.dumps(
+        {"rows": {"type": "int", "low": 1, "high": 9, "default": 2}})})
+    for args, rows in (((), 2), (("-k", "rows=7"), 7)):
+        result, report = eval_report(sub, "-H", "knobbed", *args)
+        assert result.code == 0, result.output
+        assert report["trial"] == {"rows": rows}
+        out = Path(state.runs_dir("knobbed")) / report["run_id"] / "outputs" / "out.txt"
+        assert json.loads(out.read_text()) == {"knobs": {"rows": rows}, "params": {}}
