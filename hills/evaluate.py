@@ -1004,6 +1004,7 @@ def resolve(req: EvalRequest) -> EvalPlan:
     if not os.path.isdir(req.submission):
         raise UsageError(f"submission '{req.submission}' is not a folder",
                          hint="a submission is a folder; pass its path")
+    _refuse_state_inside(req.submission)
     repeat = req.repeat if req.repeat is not None else spec["replicates"]
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UsageError(f"--repeat expects an integer >= 1, got {repeat}")
@@ -1018,6 +1019,15 @@ def resolve(req: EvalRequest) -> EvalPlan:
     return EvalPlan(request=req, head=head, tree_hash=tree_hash, log_tree=None if req.current else tree_hash,
                     spec=spec, params=params, trial=trial, knob_warning=knob_warning, repeat=repeat,
                     official=official, official_reason=official_reason, forced=forced, key=key, corpus=corpus)
+
+
+def _refuse_state_inside(submission: str) -> None:
+    """A submission folder that holds the machine state would be copied
+    into its own run folder as it is copied, without end."""
+    folder, home = os.path.realpath(submission), os.path.realpath(state.home())
+    if os.path.commonpath([folder, home]) == folder:
+        raise UsageError(f"submission '{submission}' holds the machine state '{home}', where its run folder "
+                         "would be", hint="pass the submission's own folder, or set HILLS_HOME outside it")
 
 
 def _official(req: EvalRequest, tree_hash: str | None) -> tuple[bool, str | None, bool]:

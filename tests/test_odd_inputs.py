@@ -312,3 +312,18 @@ def test_a_command_hill_must_declare_exactly_one_metric(project, metrics, got):
         assert result.code == 2, result.output
         assert result.error_lines == [f"error: '{path}': key 'metrics': expected exactly one {{name, direction}} "
                                       f"for a command evaluator (its result is one score), got {got}"]
+
+
+def test_a_submission_that_holds_the_machine_state_is_refused_before_anything_runs(project, monkeypatch):
+    # The snapshot of such a folder would copy the run folder into itself.
+    new_and_commit()
+    from hills import state
+
+    home = project / "work" / "state"
+    monkeypatch.setenv("HILLS_HOME", str(home))
+    new_and_commit("inner", "circle-packing")
+    result = run_cli("eval", project / "work", "-H", "inner")
+    assert result.code == 2, result.output
+    assert result.error_lines[0] == (f"error: submission '{project / 'work'}' holds the machine state "
+                                     f"'{os.path.realpath(home)}', where its run folder would be")
+    assert not os.path.exists(os.path.join(state.home(), "runs", "inner"))
