@@ -79,7 +79,21 @@ def keep(source_dir: str, report: dict[str, Any]) -> None:
     """Keep the snapshot of an official eval (hard links where the file
     system allows, copies elsewhere), note which hill used it and whether it
     passed, and prune the store to its budget: first the oldest snapshots
-    that no passing report names, then the oldest of the rest."""
+    that no passing report names, then the oldest of the rest. The eval is
+    logged by then: a store that cannot take it is a warning on stderr,
+    never the eval's failure."""
+    from .errors import HillsError
+
+    try:
+        _keep(source_dir, report)
+    except (OSError, HillsError) as exc:
+        import sys
+
+        said = exc.message if isinstance(exc, HillsError) else str(exc)
+        sys.stderr.write(f"hills: warning: the submission snapshot was not kept for hills rescore: {said}\n")
+
+
+def _keep(source_dir: str, report: dict[str, Any]) -> None:
     submission_hash = report.get("submission_hash")
     if not isinstance(submission_hash, str) or not os.path.isdir(source_dir):
         return

@@ -77,3 +77,12 @@ def test_a_bad_budget_is_named(monkeypatch, text):
 def test_budget_sizes(monkeypatch, text, size):
     monkeypatch.setenv("HILLS_SNAPSHOT_BUDGET", text)
     assert rescore.budget() == size
+
+
+def test_a_store_that_cannot_keep_the_snapshot_warns_and_the_eval_stands(tmp_path, monkeypatch):
+    make_hill("res3", SCORE_EVAL)
+    monkeypatch.setenv("HILLS_SNAPSHOT_BUDGET", "lots")
+    result = hills("eval", submission(tmp_path / "s", {"score.txt": "3\n"}), "-H", "res3")
+    assert result.code == 0, result.output
+    assert "warning: the submission snapshot was not kept for hills rescore: $HILLS_SNAPSHOT_BUDGET is 'lots'" \
+        in result.err
