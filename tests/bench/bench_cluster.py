@@ -42,13 +42,17 @@ HILL_YAML = textwrap.dedent("""\
 
 
 def main(rounds: int = 3) -> float | None:
-    try:
-        import ray  # noqa: F401  (the hills[ray] extra)
-    except ImportError:
+    import importlib.util
+
+    # Not imported here: Ray reads LOOPBACK from the environment when it is
+    # first imported, by the session below, and must stay on loopback.
+    if importlib.util.find_spec("ray") is None:
         print("bench_cluster: skipped, Ray is not installed (pip install 'hills[ray]')")
         return None
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from ray_head import LOOPBACK, Head
+
+    os.environ.update(LOOPBACK)
 
     with Sandbox() as box:
         box.env.update(LOOPBACK)
