@@ -32,10 +32,25 @@ def address_of(on: str) -> str:
     `ray://HOST:PORT` the cluster whose head listens there."""
     if on == "ray":
         return os.environ.get("RAY_ADDRESS") or "auto"
-    if on.startswith("ray://") and len(on) > len("ray://"):
-        return on[len("ray://"):]
+    host, colon, port = on[len("ray://"):].rpartition(":")
+    if on.startswith("ray://") and colon and host and port.isdigit():
+        return f"{host}:{port}"
     raise UsageError(f"--on '{on}': expected 'ray' or 'ray://HOST:PORT'",
                      hint="for example --on ray://10.0.0.1:6379, the address 'ray start --head' printed")
+
+
+def _reachable(address: str) -> None:
+    """Refuse an address where nothing listens, at once: Ray itself keeps
+    trying to join it for minutes."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': nothing answers there ({exc})",
+                                 hint="start its head with 'ray start --head --port PORT' on that machine, "
+                                      "and pass the address it prints") from None
 
 
 def import_ray() -> Any:
@@ -109,11 +124,13 @@ class Session:
         self._inflight: set[Any] = set()
         self._stopping = False
         address = address_of(on)
+        if address != "auto":
+            _reachable(address)
         try:
             import logging
 
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        except ConnectionError as exc:
+        except (ConnectionError, RuntimeError) as exc:  # RuntimeError: a cluster of another Ray or Python version
             raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': {exc}",
                                      hint="start one with 'ray start --head --port 6379' and pass "
                                           "--on ray://HOST:6379") from None
@@ -249,7 +266,7 @@ class Session:
         where = node.get("host", "a node")
         report = answer.get("report")
         if not isinstance(report, dict):
-            reason = answer.get("error") or f"the node's hills eval gave no report (exit {answer.get('exit_code')})"
+            reason = answer.get("error") or f"the node's eval gave no report (exit {answer.get('exit_code')})"
             self._note("failed", prepared, node=node, reason=reason)
             code = answer.get("exit_code")
             return _no_report(job, "failed", f"on {where}: {reason}",

@@ -268,6 +268,7 @@ def test_a_node_sharing_the_heads_machine_state_is_refused(cluster):
 
 @pytest.mark.parametrize("argv, words", [
     (["--on", "slurm"], "expected 'ray' or 'ray://HOST:PORT'"),
+    (["--on", "ray://127.0.0.1"], "expected 'ray' or 'ray://HOST:PORT'"),
     (["--workers", "2"], "--workers needs --on"),
     (["--on", "ray://127.0.0.1:1", "--current"], "--current cannot be combined with --on"),
 ])
@@ -276,6 +277,17 @@ def test_bad_cluster_options_are_usage_errors(cluster, tmp_path, argv, words):
     result = run_cli("eval", folder, "-H", NAME, *argv)
     assert result.code == 2, result.output
     assert words in result.error_lines[0]
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once(cluster, tmp_path):
+    from ray_head import free_port
+
+    folder = submission(tmp_path / "n", {"score.txt": "1\n"})
+    started = time.time()
+    result = run_bin("hills", "eval", folder, "-H", NAME, "--on", f"ray://127.0.0.1:{free_port()}",
+                     env=dict(os.environ, **LOOPBACK), timeout=120)
+    assert result.code == 4, result.output
+    assert "nothing answers there" in result.error_lines[0] and time.time() - started < 30
 
 
 def test_without_ray_on_ray_says_how_to_install_it(project, monkeypatch, tmp_path):
