@@ -250,6 +250,14 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
         for attempt in attempts[:5] if flag else []:
             if isinstance(attempt, dict):
                 lines.append(f"                 {attempt.get('kind'):<8} {attempt.get('path')}")
+    verdict = report.get("verdict")
+    if isinstance(verdict, dict):
+        from .verdict import summary
+
+        try:
+            lines.append("  verdict      " + summary(report))
+        except (TypeError, ValueError, KeyError):
+            lines.append("  verdict      (malformed)")
     machine = report.get("fingerprint")
     if isinstance(machine, dict):
         gpus = ", ".join(f"{gpu.get('model')} (driver {gpu.get('driver')})" for gpu in machine.get("gpu") or []

@@ -110,6 +110,8 @@ def test_an_improved_candidate_gets_a_signed_verdict_and_every_run_is_logged(sco
         set(found["candidate"]["run_ids"]) | set(found["reference"]["run_ids"])
     checked = hills("verify", tmp_path / "ab.json")
     assert checked.code == 0, checked.output
+    shown = hills("show", tmp_path / "ab.json")
+    assert "  verdict      IMPROVED: total candidate minus reference +1 (95% CI +1 to +1" in shown.out, shown.output
 
 
 def test_the_same_submission_on_both_sides_is_indistinguishable(scored, tmp_path):
