@@ -15,7 +15,7 @@ from .records import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from .evaluate import EvalRequest, Outcome
@@ -215,7 +215,7 @@ def run(candidate: EvalRequest, reference_dir: str, pairs: int,
     return report, EXIT_OK if decision.verdict == "improved" else EXIT_NO, None
 
 
-def summary(report: dict[str, Any]) -> str:
+def summary(report: Mapping[str, Any]) -> str:
     """One line for stderr: the verdict, the difference and its interval."""
     verdict = report.get("verdict") or {}
     low, high = (verdict.get("ci") or [math.nan, math.nan])[:2]
