@@ -202,6 +202,17 @@ def svg(drawing: Any) -> str:
     return text[text.index("<svg"):]
 
 
+def _passing_limits(journal: Journal) -> tuple[float, float] | None:
+    """The score axis: the passing scores with a margin, or None (let the
+    plot choose) when none passed."""
+    values = [a.value for a in journal.attempts if a.status == "passing" and a.value is not None]
+    if not values:
+        return None
+    low, high = min(values), max(values)
+    margin = (high - low) * 0.15 or abs(high) * 0.01 or 1.0
+    return low - margin, high + margin
+
+
 def score_plot(journal: Journal) -> str | None:
     """The score over attempts: each comparable group's passing reports,
     their replicate spread as error bars and the best so far as a step
@@ -242,13 +253,22 @@ def score_plot(journal: Journal) -> str | None:
         axes.step(steps_x, steps_y, where="post", color=color, linewidth=2.5,
                   label=f"{name}: best so far ({group.direction})")
     bottom = axes.get_xaxis_transform()
+    limits = _passing_limits(journal)
     for status, (marker, color) in STATUS_MARKERS.items():
         these = [a for a in journal.attempts if a.status == status]
         at_value = [a for a in these if a.value is not None]
         without = [a for a in these if a.value is None]
+        # A score far from the passing ones (a failing 0 beside 2.54) would
+        # squash the climb flat: it is drawn on the edge it lies beyond.
+        off = [a for a in at_value if limits and not limits[0] <= a.value <= limits[1]]
+        at_value = [a for a in at_value if a not in off]
         if at_value:
             axes.scatter([a.number for a in at_value], [a.value for a in at_value], marker=marker, color=color,
                          s=36, label=status)
+        if off and limits:
+            axes.scatter([a.number for a in off], [0.03 if a.value < limits[0] else 0.97 for a in off],
+                         marker=marker, color=color, s=36, transform=bottom, clip_on=False,
+                         label=f"{status} (off the scale)")
         if without:
             axes.scatter([a.number for a in without], [0.03] * len(without), marker=marker, color=color, s=36,
                          transform=bottom, clip_on=False, label=f"{status} (no score)" if not at_value else None)
@@ -256,6 +276,8 @@ def score_plot(journal: Journal) -> str | None:
     if others:
         axes.scatter([a.number for a in others], [a.value for a in others], facecolors="none", edgecolors="#777777",
                      s=36, label="passing, not ranked (unofficial or unverified)")
+    if limits:
+        axes.set_ylim(*limits)
     axes.set_xlabel("attempt")
     axes.set_ylabel(metric)
     axes.set_xlim(0.5, max(1.5, journal.attempts[-1].number + 0.5))

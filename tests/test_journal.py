@@ -83,6 +83,17 @@ def test_groups_best_so_far_and_instances(climbed, module_machine) -> None:
     assert rows[0]["best"] == 21 and rows[0]["previous"] == pytest.approx(15.0000171)
 
 
+def test_the_score_axis_spans_the_passing_scores_and_a_far_failing_one_sits_on_its_edge(
+        climbed, module_machine) -> None:
+    with on_machine(module_machine):
+        from hills import hill
+
+        found = journal.collect(hill.resolve("climb"))
+    low, high = journal._passing_limits(found)
+    assert (low, high) == (pytest.approx(2.4), pytest.approx(7.6))  # the passing 3 .. 7 and 15%; not the failing -1
+    assert "failing (off the scale)" in journal.score_plot(found)
+
+
 def test_an_edited_report_is_marked_invalid_and_exits_1(climbed, module_machine, tmp_path: Path) -> None:
     with on_machine(module_machine):
         log = attempts_log("climb", tree_of(climbed))
