@@ -12,6 +12,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import NoReturn
 
 # Verbs declared as plain data (hills.commands.fast), and the standalone
 # name of each that has one.
@@ -36,6 +37,13 @@ def main() -> None:
         # daemons it has joined, and it registers no atexit hook.
         os._exit(fast)
     sys.exit(fast if fast is not None else _slow(program, args))
+
+
+def end_forked(code: int) -> NoReturn:
+    """The end of a process hills forked (a connection of the service): it
+    leaves at once, so the parent's stack, its `finally` blocks and its
+    exit handlers never run a second time in the child."""
+    os._exit(code)
 
 
 def _flushed() -> bool:

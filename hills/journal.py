@@ -256,17 +256,17 @@ def score_plot(journal: Journal) -> str | None:
     limits = _passing_limits(journal)
     for status, (marker, color) in STATUS_MARKERS.items():
         these = [a for a in journal.attempts if a.status == status]
-        at_value = [a for a in these if a.value is not None]
+        valued = [(a, a.value) for a in these if a.value is not None]
         without = [a for a in these if a.value is None]
         # A score far from the passing ones (a failing 0 beside 2.54) would
         # squash the climb flat: it is drawn on the edge it lies beyond.
-        off = [a for a in at_value if limits and not limits[0] <= a.value <= limits[1]]
-        at_value = [a for a in at_value if a not in off]
+        off = [(a, v) for a, v in valued if limits and not limits[0] <= v <= limits[1]]
+        at_value = [a for a, v in valued if (a, v) not in off]
         if at_value:
             axes.scatter([a.number for a in at_value], [a.value for a in at_value], marker=marker, color=color,
                          s=36, label=status)
         if off and limits:
-            axes.scatter([a.number for a in off], [0.03 if a.value < limits[0] else 0.97 for a in off],
+            axes.scatter([a.number for a, _ in off], [0.03 if v < limits[0] else 0.97 for _, v in off],
                          marker=marker, color=color, s=36, transform=bottom, clip_on=False,
                          label=f"{status} (off the scale)")
         if without:

@@ -11,7 +11,7 @@ import stat as stat_module
 import struct
 import time
 
-from .errors import HillsError, Refused
+from .errors import Refused
 
 VERSION = 1
 RECORD, DATA, STDOUT, STDERR = b"R", b"D", b"O", b"E"
@@ -161,7 +161,8 @@ def _send_entry(conn: Connection, path: str, rel: str) -> None:
             while sent < size:
                 chunk = handle.read(min(DATA_CAP, size - sent))
                 if not chunk:
-                    raise HillsError(f"'{path}' shrank while it was being sent")
+                    raise Refused(f"'{path}' shrank while it was being sent",
+                                  hint="leave the folder alone while hills sends it")
                 conn.data(chunk)
                 sent += len(chunk)
 

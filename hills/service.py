@@ -15,7 +15,7 @@ import struct
 import sys
 import time
 
-from . import protocol
+from . import entry, protocol
 from .client import ADMIN_VERBS, CLIMBER_VERBS
 from .errors import EnvironmentProblem, HillsError, Refused, UsageError
 
@@ -126,7 +126,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
                 try:
                     code = Handler(conn, layout).handle()
                 finally:
-                    os._exit(code)
+                    entry.end_forked(code)
             children.add(pid)
             conn.close()
     except KeyboardInterrupt:

@@ -55,7 +55,7 @@ def test_the_synopsis_wraps_under_the_program_name() -> None:
     assert synopsis[0].startswith("| **hills eval** **-H** *NAME*")
     continued = [line for line in synopsis if line.startswith("| " + manpages.PAD)]
     assert continued and all(line.startswith("| " + manpages.PAD * len("hills eval ") + "[") for line in continued)
-    assert synopsis[-2:] == ["| **git hill eval** [*OPTIONS*] *DIR*", "| **hills-eval** [*OPTIONS*] *DIR*"]
+    assert synopsis[-2:] == ["| **git hill eval** [*OPTIONS*] *DIR...*", "| **hills-eval** [*OPTIONS*] *DIR...*"]
 
 
 def test_fill_replaces_only_the_marked_blocks() -> None:
