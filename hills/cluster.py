@@ -11,9 +11,11 @@ import io
 import json
 import os
 import shutil
+import queue
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,6 +26,27 @@ from .hill import Hill
 
 INSTALL_HINT = "install the extra on this machine and every node: pip install 'hills[ray]'"
 Say = Callable[[str], None]
+# The node workers (one Ray actor per CPU, or per GPU for a GPU hill) outlive
+# the command that started them, so that the next command's evals do not
+# wait for Ray to start worker processes; each exits after this many seconds
+# without an eval (HILLS_CLUSTER_IDLE_S on the head overrides it).
+IDLE_S = 600.0
+IDLE_ENV = "HILLS_CLUSTER_IDLE_S"
+NAMESPACE = "hills"
+
+
+def idle_seconds() -> float:
+    """How long the node workers this head uses wait for an eval before they exit."""
+    given = os.environ.get(IDLE_ENV, "").strip()
+    if not given:
+        return IDLE_S
+    try:
+        value = float(given)
+    except ValueError:
+        raise UsageError(f"{IDLE_ENV}='{given}': expected a number of seconds") from None
+    if value < 0:
+        raise UsageError(f"{IDLE_ENV}='{given}': expected a number of seconds, 0 or more")
+    return value
 
 
 def address_of(on: str) -> str:
@@ -114,22 +137,47 @@ class Session:
 
     def __init__(self, hill: Hill, on: str, say: Say) -> None:
         self.hill, self.say = hill, say
-        ray = import_ray()
-        self.ray = ray
-        self.commit, self.tree_hash, self.spec = _pinned(hill)
-        self.key = trust.machine_keys(for_signing=True)
-        self.allowed = trust.trusted()
-        self.log = evaluate.attempts_path(hill.name, self.tree_hash)
-        self._lock = threading.Lock()
-        self._inflight: set[Any] = set()
-        self._stopping = False
         address = address_of(on)
+        # Importing Ray takes a while: it runs beside the head's own work
+        # (pinning the version, the keys, the bundle).
+        imported: dict[str, Any] = {}
+
+        def load() -> None:
+            try:
+                imported["ray"] = import_ray()
+            except BaseException as exc:
+                imported["error"] = exc
+
+        loader = threading.Thread(target=load, name="hills-import-ray", daemon=True)
+        loader.start()
+
+        def loaded() -> Any:
+            loader.join()
+            if "error" in imported:
+                raise imported["error"]
+            return imported["ray"]
+
+        try:
+            self.commit, self.tree_hash, self.spec = _pinned(hill)
+            self.key = trust.machine_keys(for_signing=True)
+            self.allowed = trust.trusted()
+            self.log = evaluate.attempts_path(hill.name, self.tree_hash)
+            self.idle_s = idle_seconds()
+            bundled = _bundle_bytes(hill)
+        except BaseException:
+            loaded()  # without Ray, that is what to say first
+            raise
+        ray = loaded()
+        self.ray = ray
+        self._lock = threading.Lock()
+        self._inflight: dict[Any, Any] = {}
+        self._stopping = False
         if address != "auto":
             _reachable(address)
         try:
             import logging
 
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace=NAMESPACE)
         except (ConnectionError, RuntimeError) as exc:  # RuntimeError: a cluster of another Ray or Python version
             raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': {exc}",
                                      hint="start one with 'ray start --head --port 6379' and pass "
@@ -141,9 +189,18 @@ class Session:
                 raise EnvironmentProblem(f"hill '{hill.name}' needs a GPU for each eval (exclusive: gpu), and the "
                                          "Ray cluster has none", hint="start a node with a GPU: ray start "
                                                                       "--address HEAD:PORT --num-gpus 1")
-            self._bundle_ref = ray.put(_bundle_bytes(hill))
-            self._task = ray.remote(node_eval).options(num_cpus=0 if gpu else 1, num_gpus=1 if gpu else 0,
-                                                         max_retries=0)
+            self._bundle_ref = ray.put(bundled)
+            self._kind = "gpu" if gpu else "cpu"
+            self._worker_class = ray.remote(NodeWorker)
+            self._worker_options = {"num_cpus": 0 if gpu else 1, "num_gpus": 1 if gpu else 0, "max_restarts": 0,
+                                    "max_task_retries": 0, "lifetime": "detached", "namespace": NAMESPACE,
+                                    "get_if_exists": True}
+            # Slot i is the node worker named hills-KIND-i, shared by every
+            # head: as many as the cluster has CPUs (GPUs), so that together
+            # they never ask for more than it holds.
+            self._free: queue.LifoQueue[int] = queue.LifoQueue()
+            for index in reversed(range(self.slots())):
+                self._free.put(index)
         except BaseException:
             ray.shutdown()
             raise
@@ -158,17 +215,18 @@ class Session:
         return max(1, int(resources.get("GPU" if self.spec["exclusive"] == "gpu" else "CPU", 1)))
 
     def cancel(self) -> None:
-        """Stop every task in flight (an interrupt at the head): each job
-        still running ends as interrupted, with no retry. The nodes kill
-        their workers, and with them the evaluators; their own logs keep
-        the started entries, abandoned."""
+        """Stop every eval in flight (an interrupt at the head): each job
+        still running ends as interrupted, with no retry. The node workers
+        running them are killed, and with them the evaluators (a later
+        command starts new ones); their own logs keep the started entries,
+        abandoned."""
         with self._lock:
             self._stopping = True
-            refs = list(self._inflight)
-        for ref in refs:
+            workers = list(self._inflight.values())
+        for worker in workers:
             try:
-                self.ray.cancel(ref, force=True)
-            except Exception:  # a task that has just finished cannot be cancelled
+                self.ray.kill(worker, no_restart=True)
+            except Exception:  # a worker that has just died cannot be killed
                 pass
 
     def run(self, job: Job) -> Result:
@@ -204,27 +262,59 @@ class Session:
     def _ask(self, prepared: _Prepared) -> tuple[dict[str, Any] | None, str | None]:
         """(the node's answer, None), or (None, why it was lost)."""
         ray = self.ray
-        with self._lock:
-            if self._stopping:
-                return None, "interrupted"
-            ref = self._task.remote(self.hill.name, self.tree_hash, [self._bundle_ref], prepared.archive,
-                                    prepared.options,
-                                    {"host": os.uname().nodename, "home": os.path.realpath(state.home())})
-            self._inflight.add(ref)
+        index = self._free.get()
         try:
-            return ray.get(ref), None
-        except ray.exceptions.RayTaskError as exc:
-            return {"error": f"the node's task failed: {str(exc).strip().splitlines()[-1]}",
-                    "exit_code": EXIT_BUG}, None
-        except ray.exceptions.RayError as exc:
-            # Anything else Ray raises is the cluster's failure, not the eval's:
-            # a worker or node that died under the task (WorkerCrashedError,
-            # NodeDiedError), an object lost with it.
-            said = str(exc).strip().splitlines()
-            return None, type(exc).__name__ + (f": {said[0]}" if said else "")
-        finally:
+            worker = self._claim(index)
+            if worker is None:
+                return None, "interrupted"
             with self._lock:
-                self._inflight.discard(ref)
+                if self._stopping:
+                    return None, "interrupted"
+                ref = worker.eval.remote(self.hill.name, self.tree_hash, [self._bundle_ref], prepared.archive,
+                                         prepared.options,
+                                         {"host": os.uname().nodename, "home": os.path.realpath(state.home())})
+                self._inflight[ref] = worker
+            try:
+                return ray.get(ref), None
+            except ray.exceptions.RayTaskError as exc:
+                return {"error": f"the node's task failed: {str(exc).strip().splitlines()[-1]}",
+                        "exit_code": EXIT_BUG}, None
+            except ray.exceptions.RayError as exc:
+                # Anything else Ray raises is the cluster's failure, not the eval's:
+                # the node worker or its node that died under the eval
+                # (ActorDiedError, NodeDiedError), an object lost with it.
+                said = str(exc).strip().splitlines()
+                return None, type(exc).__name__ + (f": {said[0]}" if said else "")
+            finally:
+                with self._lock:
+                    self._inflight.pop(ref, None)
+        finally:
+            self._free.put(index)
+
+    def _claim(self, index: int) -> Any:
+        """The live node worker of slot `index`, told how long to wait idle
+        after this eval: the one a command left (found by name), or a new
+        one when it has exited or died. None when interrupted."""
+        ray = self.ray
+        name = f"hills-{self._kind}-{index}"
+        for _ in range(50):
+            if self._stopping:
+                return None
+            worker = self._worker_class.options(name=name, **self._worker_options).remote()
+            with self._lock:
+                ref = worker.claim.remote(self.idle_s)
+                self._inflight[ref] = worker  # a worker Ray is still starting is stopped by an interrupt too
+            try:
+                if ray.get(ref) is not None:
+                    return worker
+            except ray.exceptions.RayActorError:
+                pass  # it exited or died since: Ray frees its name, and the next try starts one
+            finally:
+                with self._lock:
+                    self._inflight.pop(ref, None)
+            time.sleep(0.1)  # it is exiting (idle, or its code was upgraded): wait for its name to be free
+        raise EnvironmentProblem(f"the Ray cluster does not keep a node worker '{name}' alive",
+                                 hint="see 'ray status' and 'ray list actors --filter namespace=hills'")
 
     def _started(self, prepared: _Prepared) -> dict[str, Any]:
         """The `started` entry of the head's log for one job, appended before
@@ -278,7 +368,7 @@ class Session:
                     f"'{node['key']}'") if "does not trust" in problem and node.get("key") else None
             return _no_report(job, "rejected", f"the report from {where} was refused: {problem}", EXIT_NO, hint)
         logged = {"report": report, "start": start, "node": {"host": where, "signer": signer,
-                                                             "node_id": node.get("node_id")}}
+                                                             "node_id": node.get("node_id"), "pid": node.get("pid")}}
         with self._lock:
             entry = chain.append(self.log, logged, self.key)
             if report.get("official"):
@@ -388,6 +478,80 @@ def _bundle_bytes(hill: Hill) -> bytes:
 
 
 # --- on the node -----------------------------------------------------------
+
+class NodeWorker:
+    """A Ray actor on a node that runs evals (`eval`, one at a time) for any
+    head: detached and named, so that later commands find it; it exits
+    itself once idle for the period the last head that claimed it asked
+    for, or at its next claim when the hills installed on its node changed
+    since it started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy = False
+        self._exiting = False
+        self._idle_s = IDLE_S
+        self._last = time.monotonic()
+        self._stamp = _code_stamp()
+        threading.Thread(target=self._watch, name="hills-idle", daemon=True).start()
+
+    def claim(self, idle_s: float) -> int | None:
+        """This worker's pid, its idle clock restarted with `idle_s`; None
+        when it is exiting (the caller waits for a new one)."""
+        with self._lock:
+            if not self._exiting and _code_stamp() != self._stamp:
+                self._exiting = True
+                threading.Thread(target=self._exit, daemon=True).start()
+            if self._exiting:
+                return None
+            self._idle_s, self._last = float(idle_s), time.monotonic()
+        return os.getpid()
+
+    def eval(self, hill_name: str, tree_hash: str, bundle_holder: list[Any], archive: bytes,
+             options: dict[str, Any], head: dict[str, str]) -> dict[str, Any]:
+        with self._lock:
+            self._busy = True
+        try:
+            return node_eval(hill_name, tree_hash, bundle_holder, archive, options, head)
+        finally:
+            with self._lock:
+                self._busy, self._last = False, time.monotonic()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.5)
+            with self._lock:
+                if not self._busy and not self._exiting and time.monotonic() - self._last >= self._idle_s:
+                    self._exiting = True
+                    break
+        self._exit()
+
+    def _exit(self) -> None:
+        import ray
+
+        try:
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+        except Exception:
+            pass
+        time.sleep(10)
+        os._exit(0)
+
+
+def _code_stamp() -> tuple[tuple[str, int, int], ...]:
+    """The installed hills package as its files' names, sizes and times."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                found.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
+    return tuple(sorted(found))
+
 
 def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive: bytes, options: dict[str, Any],
               head: dict[str, str]) -> dict[str, Any]:

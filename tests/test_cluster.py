@@ -203,7 +203,7 @@ def _task_workers():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if handle.read().startswith(b"ray::node_eval"):
+                if handle.read().startswith((b"ray::node_eval", b"ray::NodeWorker.eval")):
                     found.append(int(entry))
         except OSError:
             continue
@@ -224,6 +224,50 @@ def test_tune_runs_its_trials_on_the_cluster(cluster, node_key, tmp_path):
     from hills import signing, trust
 
     assert signing.verify(tuned["best"]["report"], trust.machine_keys(), trust.trusted()).signer == "node-1"
+
+
+def _worker_pids(head, hill_dir, *folders, env=None):
+    """Eval `folders` on the cluster one at a time; the pids of the node
+    workers that ran them, as the head logged them."""
+    head_env = dict(os.environ, **LOOPBACK, **(env or {}))
+    before, _ = _entries(hill_dir)
+    result = run_bin("hills", "eval", *folders, "-H", NAME, "--on", head.address, "--json", "--workers", "1",
+                     env=head_env, timeout=300)
+    assert result.code == 0, result.output
+    after, _ = _entries(hill_dir)
+    return [entry["node"]["pid"] for entry in after[len(before):] if "report" in entry]
+
+
+
+def test_a_later_command_runs_its_evals_in_the_node_workers_of_an_earlier_one(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    folders = [submission(tmp_path / name, {"score.txt": "1\n"}) for name in ("a", "b")]
+    first = _worker_pids(head, hill_dir, *folders)
+    second = _worker_pids(head, hill_dir, folders[0])
+    assert len(first) == 2 and len(set(first)) == 1 and first[0] is not None
+    assert second == first[:1], "the second command started a node worker of its own"
+
+
+def test_an_idle_node_worker_exits_and_a_later_command_starts_another(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    folder = submission(tmp_path / "i", {"score.txt": "1\n"})
+    [pid] = _worker_pids(head, hill_dir, folder, env={"HILLS_CLUSTER_IDLE_S": "1"})
+    deadline = time.time() + 30
+    while _is_node_worker(pid) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _is_node_worker(pid), "the idle node worker did not exit"
+    [again] = _worker_pids(head, hill_dir, folder)
+    assert again != pid and _is_node_worker(again)
+
+
+def _is_node_worker(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().startswith(b"ray::NodeWorker")
+    except OSError:
+        return False
 
 
 def test_final_evals_on_the_cluster_count_against_the_heads_budget(cluster, node_key, tmp_path):
@@ -256,7 +300,7 @@ def test_a_node_sharing_the_heads_machine_state_is_refused(cluster):
     # the node's own: it refuses before it touches anything.
     script = (f"import json, os, ray\nfrom hills import cluster\n"
               f"ray.init(address='127.0.0.1:{head.port}', log_to_driver=False)\n"
-              f"task = ray.remote(cluster.node_eval)\n"
+              f"task = ray.remote(num_cpus=0)(cluster.node_eval)\n"  # the idle node workers hold the CPUs
               f"head = {{'host': os.uname().nodename, 'home': {str(os.path.realpath(head.node_home))!r}}}\n"
               f"print(json.dumps(ray.get(task.remote('x', '0' * 40, [], b'', [], head))))\n")
     done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **LOOPBACK), capture_output=True,
