@@ -109,11 +109,26 @@ def unfinished(entries: list[dict[str, Any]], now: float | None = None) -> list[
     """The evals of a log whose `started` entry has no outcome: [{seq, line,
     run_id, status, started}], status `running` while its hills process may
     still log the outcome, else `abandoned` (killed, or its machine went
-    down)."""
-    return [{"seq": entry.get("seq"), "line": index + 1, "run_id": entry["started"].get("run_id"),
-             "status": "running" if still_running(entry["started"], now) else "abandoned",
-             "started": entry["started"]}
-            for index, entry in _without_outcome(entries)]
+    down); at a cluster head, `lost`, `rejected` or `failed` with the
+    `cluster` entry that says so."""
+    # A cluster head notes how an eval it sent ended without a report it
+    # accepted (`cluster` entries naming the started entry): that, not abandoned.
+    noted: dict[Any, dict[str, Any]] = {}
+    for entry in entries:
+        note = entry.get("cluster")
+        if isinstance(note, dict) and isinstance(note.get("start"), dict):
+            noted[note["start"].get("seq")] = note
+    rows = []
+    for index, entry in _without_outcome(entries):
+        note = noted.get(entry.get("seq"))
+        status = str(note.get("event")) if note is not None else \
+            "running" if still_running(entry["started"], now) else "abandoned"
+        row = {"seq": entry.get("seq"), "line": index + 1, "run_id": entry["started"].get("run_id"),
+               "status": status, "started": entry["started"]}
+        if note is not None:
+            row["cluster"] = note
+        rows.append(row)
+    return rows
 
 
 def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
@@ -270,6 +285,9 @@ def _unfinished_row(row: dict[str, Any]) -> str:
     where = f"pid {started.get('pid')} on {started.get('host')}"
     said = (f"ABANDONED{final}  - started by {where}, which ended without logging an outcome (killed?)"
             if row["status"] == "abandoned" else f"RUNNING{final}  - {where} has not logged its outcome yet")
+    note = row.get("cluster")
+    if isinstance(note, dict):  # sent to a cluster, which gave no report the head accepted
+        said = f"{row['status'].upper()}{final}  - on the cluster: {note.get('reason') or '?'}"
     return (f"  {row['seq']!s:>4}  {str(started.get('timestamp', '?')):<20}  "
             f"{str(started.get('submission_hash') or '-')[:19]:<19}  {'':>12}  {said}")
 

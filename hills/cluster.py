@@ -252,7 +252,7 @@ class Session:
                                   EXIT_INTERRUPTED)
             if lost is None:
                 return self._settle(prepared, answer, start)
-            self._note("lost", prepared, reason=lost, attempt=attempt)
+            self._note("lost", prepared, start, reason=lost, attempt=attempt)
             if attempt == 1:
                 self.say(f"hills: a node was lost during the eval of '{job.submission}' ({lost}); "
                          "logged, retrying it once on another worker")
@@ -341,11 +341,12 @@ class Session:
             entry = chain.append(self.log, {"started": signing.clean_text(record)}, self.key)
         return {"seq": entry["seq"], "mac": entry["mac"]}
 
-    def _note(self, event: str, prepared: _Prepared, **fields: Any) -> None:
-        """A `cluster` entry in the head's log: a lost node, a refused report."""
+    def _note(self, event: str, prepared: _Prepared, start: dict[str, Any], **fields: Any) -> None:
+        """A `cluster` entry in the head's log: a lost node, a refused
+        report; `start` names the job's started entry."""
         record = {"event": event, "hill": self.hill.name, "tree_hash": self.tree_hash,
                   "submission": prepared.job.submission, "submission_hash": prepared.submission_hash,
-                  "timestamp": report_module.timestamp(), **fields}
+                  "timestamp": report_module.timestamp(), "start": start, **fields}
         chain.append(self.log, {"cluster": signing.clean_text(record)}, self.key)
 
     def _settle(self, prepared: _Prepared, answer: dict[str, Any] | None, start: dict[str, Any]) -> Result:
@@ -357,13 +358,13 @@ class Session:
         report = answer.get("report")
         if not isinstance(report, dict):
             reason = answer.get("error") or f"the node's eval gave no report (exit {answer.get('exit_code')})"
-            self._note("failed", prepared, node=node, reason=reason)
+            self._note("failed", prepared, start, node=node, reason=reason)
             code = answer.get("exit_code")
             return _no_report(job, "failed", f"on {where}: {reason}",
                               code if isinstance(code, int) and code != EXIT_OK else EXIT_BUG, answer.get("hint"))
         problem, signer = self._check(prepared, report)
         if problem is not None:
-            self._note("rejected", prepared, node=node, reason=problem, signer=report.get("signer"))
+            self._note("rejected", prepared, start, node=node, reason=problem, signer=report.get("signer"))
             hint = (f"if {where} is a node of yours, trust its key on this machine: hills trust add NAME "
                     f"'{node['key']}'") if "does not trust" in problem and node.get("key") else None
             return _no_report(job, "rejected", f"the report from {where} was refused: {problem}", EXIT_NO, hint)
@@ -628,3 +629,51 @@ def cached_hill(hill_name: str, tree_hash: str, fetch: Callable[[], bytes]) -> s
         finally:
             os.unlink(path)
     return hill_dir
+
+
+# --- stopping the node workers ---------------------------------------------
+
+def stop_workers(on: str) -> list[str]:
+    """Kill the idle and busy node workers of the cluster `--on` names (every
+    head's, any hill's); the names of those stopped. Evals running in them
+    are lost to their heads, which log and retry them once."""
+    import logging
+
+    ray = import_ray()
+    address = address_of(on)
+    if address != "auto":
+        _reachable(address)
+    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace=NAMESPACE)
+    try:
+        stopped = []
+        for name in sorted(ray.util.list_named_actors()):
+            if name.startswith(("hills-cpu-", "hills-gpu-")):
+                try:
+                    ray.kill(ray.get_actor(name), no_restart=True)
+                except ValueError:  # it exited meanwhile
+                    continue
+                stopped.append(name)
+        return stopped
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m hills.cluster stop ray[://HOST:PORT]`: stop the node workers now."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "stop":
+        print("usage: python -m hills.cluster stop ray[://HOST:PORT]", file=sys.stderr)
+        return 2
+    try:
+        stopped = stop_workers(args[1])
+    except HillsError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    print(f"{len(stopped)} node worker(s) stopped" + (f": {', '.join(stopped)}" if stopped else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

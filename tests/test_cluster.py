@@ -90,6 +90,11 @@ def test_a_report_from_an_untrusted_node_is_refused_and_not_logged(cluster, node
     new = after[len(before):]
     assert [entry.get("cluster", {}).get("event") for entry in new if "cluster" in entry] == ["rejected"]
     assert not any("report" in entry for entry in new), "a refused report was logged"
+    # `hills attempts` tells the refused eval as refused, not abandoned.
+    shown = run_cli("attempts", NAME, "--json")
+    [row] = [row for row in json.loads(shown.out)["unfinished"] if row["seq"] == new[0]["seq"]]
+    assert row["status"] == "rejected" and "does not trust" in row["cluster"]["reason"]
+    assert "REJECTED  - on the cluster: " in run_cli("attempts", NAME).out
 
 
 def test_evals_run_on_the_node_and_every_report_is_verified_at_the_head(cluster, node_key, tmp_path):
@@ -260,6 +265,20 @@ def test_an_idle_node_worker_exits_and_a_later_command_starts_another(cluster, n
     assert not _is_node_worker(pid), "the idle node worker did not exit"
     [again] = _worker_pids(head, hill_dir, folder)
     assert again != pid and _is_node_worker(again)
+
+
+def test_stop_ends_the_node_workers_at_once(cluster, node_key, tmp_path):
+    head, hill_dir = cluster
+    run_cli("trust", "add", "node-1", node_key)
+    [pid] = _worker_pids(head, hill_dir, submission(tmp_path / "s", {"score.txt": "1\n"}))
+    done = subprocess.run([sys.executable, "-m", "hills.cluster", "stop", head.address],
+                          env=dict(os.environ, **LOOPBACK), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "hills-cpu-0" in done.stdout, done.stdout
+    deadline = time.time() + 30
+    while _is_node_worker(pid) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _is_node_worker(pid), "the node worker outlived stop"
 
 
 def _is_node_worker(pid):

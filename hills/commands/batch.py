@@ -101,7 +101,7 @@ def _here(target: Any, submissions: tuple[str, ...], params: tuple[str, ...], fi
 def _on_cluster(target: Any, submissions: tuple[str, ...], params: tuple[str, ...], final: bool,
                 repeat: int | None, knobs: tuple[str, ...], on: str, workers: int | None,
                 as_json: bool) -> Iterator[tuple[dict[str, Any], int, BaseException | None]]:
-    """Each submission as a Ray task, `workers` at a time, yielded in input order."""
+    """Each submission as an eval on the cluster, `workers` at a time, yielded in input order."""
     import concurrent.futures
 
     from .. import cluster
