@@ -264,7 +264,10 @@ class Session:
         ray = self.ray
         index = self._free.get()
         try:
-            worker = self._claim(index)
+            try:
+                worker = self._claim(index)
+            except EnvironmentProblem as exc:  # no live worker: a loss like any other, logged and retried
+                return None, exc.message
             if worker is None:
                 return None, "interrupted"
             with self._lock:
@@ -307,7 +310,7 @@ class Session:
             try:
                 if ray.get(ref) is not None:
                     return worker
-            except ray.exceptions.RayActorError:
+            except ray.exceptions.RayError:
                 pass  # it exited or died since: Ray frees its name, and the next try starts one
             finally:
                 with self._lock:
