@@ -33,6 +33,10 @@ Say = Callable[[str], None]
 IDLE_S = 600.0
 IDLE_ENV = "HILLS_CLUSTER_IDLE_S"
 NAMESPACE = "hills"
+# How long a head keeps finding a slot's node worker exiting or dead before
+# it counts the eval as lost (one Ray cannot place yet is waited for, as a
+# task would wait for a free CPU).
+CLAIM_S = 30.0
 
 
 def idle_seconds() -> float:
@@ -300,7 +304,8 @@ class Session:
         one when it has exited or died. None when interrupted."""
         ray = self.ray
         name = f"hills-{self._kind}-{index}"
-        for _ in range(50):
+        deadline = time.monotonic() + CLAIM_S
+        while time.monotonic() < deadline:
             if self._stopping:
                 return None
             worker = self._worker_class.options(name=name, **self._worker_options).remote()
@@ -537,7 +542,7 @@ class NodeWorker:
             ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
         except Exception:
             pass
-        time.sleep(10)
+        time.sleep(2)  # Ray ends this process; if it has not, leave
         os._exit(0)
 
 
