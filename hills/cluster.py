@@ -495,12 +495,14 @@ class NodeWorker:
     for, or at its next claim when the hills installed on its node changed
     since it started."""
 
+    CLAIMED_S = 5.0
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._busy = False
         self._exiting = False
         self._idle_s = IDLE_S
-        self._last = time.monotonic()
+        self._last = self._claimed = time.monotonic()
         self._stamp = _code_stamp()
         threading.Thread(target=self._watch, name="hills-idle", daemon=True).start()
 
@@ -514,6 +516,7 @@ class NodeWorker:
             if self._exiting:
                 return None
             self._idle_s, self._last = float(idle_s), time.monotonic()
+            self._claimed = self._last
         return os.getpid()
 
     def eval(self, hill_name: str, tree_hash: str, bundle_holder: list[Any], archive: bytes,
@@ -530,7 +533,10 @@ class NodeWorker:
         while True:
             time.sleep(0.5)
             with self._lock:
-                if not self._busy and not self._exiting and time.monotonic() - self._last >= self._idle_s:
+                now = time.monotonic()
+                # A claimed worker waits for the eval its claim announced, whatever the idle period.
+                if not self._busy and not self._exiting and now - self._last >= self._idle_s \
+                        and now - self._claimed >= self.CLAIMED_S:
                     self._exiting = True
                     break
         self._exit()
