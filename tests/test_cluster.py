@@ -243,7 +243,6 @@ def _worker_pids(head, hill_dir, *folders, env=None):
     return [entry["node"]["pid"] for entry in after[len(before):] if "report" in entry]
 
 
-
 def test_a_later_command_runs_its_evals_in_the_node_workers_of_an_earlier_one(cluster, node_key, tmp_path):
     head, hill_dir = cluster
     run_cli("trust", "add", "node-1", node_key)
