@@ -504,6 +504,7 @@ class NodeWorker:
         self._idle_s = IDLE_S
         self._last = self._claimed = time.monotonic()
         self._stamp = _code_stamp()
+        self._parent = os.getppid()  # the node's raylet
         threading.Thread(target=self._watch, name="hills-idle", daemon=True).start()
 
     def claim(self, idle_s: float) -> int | None:
@@ -532,6 +533,8 @@ class NodeWorker:
     def _watch(self) -> None:
         while True:
             time.sleep(0.5)
+            if os.getppid() != self._parent:
+                os._exit(1)  # the node's Ray is gone: nothing can reach this worker any more
             with self._lock:
                 now = time.monotonic()
                 # A claimed worker waits for the eval its claim announced, whatever the idle period.
