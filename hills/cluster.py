@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import chain, evaluate, report as report_module, signing, snapshot, state, trust
+from . import chain, entry, evaluate, report as report_module, signing, snapshot, state, trust
 from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError,
                      NotScored, UsageError)
 from .hill import Hill
@@ -534,7 +534,7 @@ class NodeWorker:
         while True:
             time.sleep(0.5)
             if os.getppid() != self._parent:
-                os._exit(1)  # the node's Ray is gone: nothing can reach this worker any more
+                entry.leave_now(1)  # the node's Ray is gone: nothing can reach this worker any more
             with self._lock:
                 now = time.monotonic()
                 # A claimed worker waits for the eval its claim announced, whatever the idle period.
@@ -552,7 +552,7 @@ class NodeWorker:
         except Exception:
             pass
         time.sleep(2)  # Ray ends this process; if it has not, leave
-        os._exit(0)
+        entry.leave_now(0)
 
 
 def _code_stamp() -> tuple[tuple[str, int, int], ...]:

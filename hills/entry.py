@@ -39,10 +39,11 @@ def main() -> None:
     sys.exit(fast if fast is not None else _slow(program, args))
 
 
-def end_forked(code: int) -> NoReturn:
-    """The end of a process hills forked (a connection of the service): it
-    leaves at once, so the parent's stack, its `finally` blocks and its
-    exit handlers never run a second time in the child."""
+def leave_now(code: int) -> NoReturn:
+    """The end of a process no command returns from: a connection the
+    service forked (the parent's stack, its `finally` blocks and exit
+    handlers must not run twice) or a cluster worker whose Ray is gone. It
+    leaves at once."""
     os._exit(code)
 
 

@@ -126,7 +126,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
                 try:
                     code = Handler(conn, layout).handle()
                 finally:
-                    entry.end_forked(code)
+                    entry.leave_now(code)
             children.add(pid)
             conn.close()
     except KeyboardInterrupt:

@@ -166,6 +166,16 @@ class Service:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        if self.process is not None:
+            # runuser may end before the service it started has finished
+            # its way out: stopped means every process of the group is gone.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(self.process.pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
 
     def log_lines(self, hill: str) -> list[dict]:
         """The service's attempts log lines of a hill's committed versions (root reads them)."""
