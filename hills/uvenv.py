@@ -46,6 +46,10 @@ def uv_binary() -> str:
 def _uv_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"))}
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    # The machine's own certificate store, as pip and git use it: behind a
+    # proxy with its own root, uv's bundled roots fail every download.
+    if "UV_NATIVE_TLS" not in env:
+        env.setdefault("UV_SYSTEM_CERTS", "1")
     env["UV_NO_PROGRESS"] = "1"
     # uv hard-links package files from its cache by default: an environment
     # file would then be the cache file, and an edit of the cache (its

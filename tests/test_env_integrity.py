@@ -268,3 +268,16 @@ def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp
     assert result.code == 0, result.output
     assert result.report["metrics"][0]["value"] == 41.0
     assert "changed since it was built" not in result.err
+
+
+def test_uv_trusts_the_machine_s_certificate_store_unless_told_otherwise(monkeypatch):
+    from hills import uvenv
+
+    monkeypatch.delenv("UV_SYSTEM_CERTS", raising=False)
+    monkeypatch.delenv("UV_NATIVE_TLS", raising=False)
+    assert uvenv._uv_env()["UV_SYSTEM_CERTS"] == "1"
+    monkeypatch.setenv("UV_SYSTEM_CERTS", "false")
+    assert uvenv._uv_env()["UV_SYSTEM_CERTS"] == "false"
+    monkeypatch.delenv("UV_SYSTEM_CERTS")
+    monkeypatch.setenv("UV_NATIVE_TLS", "1")  # the older name, which uv still reads
+    assert "UV_SYSTEM_CERTS" not in uvenv._uv_env()
