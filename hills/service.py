@@ -100,11 +100,16 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     import signal
 
     def stop(signum: int, frame: object) -> None:
+        # Once: a second signal (runuser and systemd pass SIGTERM on to a
+        # process that got its own) must not cut the clean-up short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    # A stop (systemctl stop, kill) ends the listener like Ctrl-C: its
-    # socket goes; the connections being answered finish on their own.
+    # A stop (systemctl stop, kill, Ctrl-C) ends the listener: its socket
+    # goes; the connections being answered finish on their own.
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     if ready is not None:
         ready(path)
     children: set[int] = set()

@@ -176,13 +176,19 @@ def _set_up(setup: ServiceSetup, undo: _Undo) -> SetupResult:
     return SetupResult(setup, created, config, client_config, unit, start)
 
 
+def system_tool(name: str) -> str | None:
+    """A system administration program (useradd, userdel): on PATH, or in
+    the sbin folders a PATH without them leaves out."""
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"]))
+
+
 def _ensure_user(setup: ServiceSetup, undo: _Undo) -> bool:
     try:
         pwd.getpwnam(setup.user)
         return False
     except KeyError:
         pass
-    tool = shutil.which("useradd")
+    tool = system_tool("useradd")
     if tool is None:
         raise EnvironmentProblem(f"cannot create the service user '{setup.user}': useradd is not installed",
                                  hint=f"create the user yourself, then run this again with --user {setup.user}")
@@ -192,7 +198,7 @@ def _ensure_user(setup: ServiceSetup, undo: _Undo) -> bool:
     if done.returncode != 0:
         raise EnvironmentProblem(f"useradd could not create the service user '{setup.user}' "
                                  f"(exit {done.returncode}): {done.stderr.strip()}")
-    undo.add(lambda: subprocess.run(["userdel", setup.user], capture_output=True))
+    undo.add(lambda: subprocess.run([system_tool("userdel") or "userdel", setup.user], capture_output=True))
     return True
 
 

@@ -22,6 +22,12 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("useradd", "userdel", "runuser")
+# Where they are: root's PATH may leave out the sbin folders.
+SBIN_PATH = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"])
+
+
+def tool(name: str) -> str:
+    return shutil.which(name, path=SBIN_PATH) or name
 
 
 def _traversable(path: str) -> bool:
@@ -53,7 +59,7 @@ def python_for_others() -> tuple[list[str], dict[str, str]] | None:
 def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "the service tests create users and run as them: they need root"
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = [name for name in TOOLS if shutil.which(name, path=SBIN_PATH) is None]
     if missing:
         return f"the service tests need {', '.join(missing)} (util-linux, passwd)"
     if python_for_others() is None:
@@ -77,7 +83,7 @@ class Run:
 
 
 def make_user(name: str) -> str:
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    subprocess.run([tool("useradd"), "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
     return name
 
 
@@ -86,11 +92,11 @@ def remove_user(name: str, wait_s: float = 45.0) -> None:
     tests left to run out its sleep); forced past `wait_s`."""
     deadline = time.monotonic() + wait_s
     while True:
-        done = subprocess.run(["userdel", "--remove", name], capture_output=True, text=True)
+        done = subprocess.run([tool("userdel"), "--remove", name], capture_output=True, text=True)
         if done.returncode == 0 or "does not exist" in done.stderr:
             return
         if time.monotonic() > deadline:
-            subprocess.run(["userdel", "--force", "--remove", name], capture_output=True)
+            subprocess.run([tool("userdel"), "--force", "--remove", name], capture_output=True)
             return
         time.sleep(0.5)
 
@@ -131,7 +137,7 @@ class Service:
 
     def argv(self, user: str, argv: list[str], **extra: str) -> list[str]:
         env = [f"{key}={value}" for key, value in self.env(user, **extra).items()]
-        return ["runuser", "-u", user, "--", "env", "-i", *env, *argv]
+        return [tool("runuser"), "-u", user, "--", "env", "-i", *env, *argv]
 
     def hills(self, user: str, *args: str, cwd: str | None = None, input: str | None = None,
               timeout: float = 180, **extra: str) -> Run:
