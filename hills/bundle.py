@@ -207,9 +207,8 @@ def unbundle(path: str, project_dir: str | None = None, register: bool = True,
     nothing is left behind by a bundle that is refused. `expected_tree`,
     when given, is the tree hash the caller asked for."""
     import shutil
-    import tempfile
 
-    from .hill import HILLS_DIR, install_hook, write_excludes
+    from .hill import HILLS_DIR, install_hook, staging_folder, write_excludes
 
     reader = _Reader(path)
     project_dir = os.path.abspath(project_dir or os.getcwd())
@@ -226,12 +225,7 @@ def unbundle(path: str, project_dir: str | None = None, register: bool = True,
         if os.path.lexists(target):
             raise UsageError(f"hill '{name}' already exists at '{target}'",
                              hint="unbundle into another folder with --into DIR, or remove that hill first")
-        os.makedirs(hills_dir, exist_ok=True)
-        gitignore = os.path.join(hills_dir, ".gitignore")
-        if not os.path.exists(gitignore):
-            state.atomic_write(gitignore, "*\n")
-        workdir = tempfile.mkdtemp(prefix=f".unbundle-{name}-", dir=hills_dir)
-        staging = os.path.join(workdir, name)
+        workdir, staging = staging_folder(hills_dir, name, "unbundle")
         os.makedirs(staging)
         repo = git.Repo(staging)
         repo.init()

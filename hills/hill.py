@@ -225,6 +225,20 @@ def _escape_glob(path: str) -> str:
     return "".join("\\" + ch if ch in "*?[]!#\\ " else ch for ch in path)
 
 
+
+def staging_folder(hills_dir: str, name: str, purpose: str) -> tuple[str, str]:
+    """(a fresh folder in `hills_dir`, the path of hill `name` inside it):
+    where a hill is made whole before one rename moves it into place. The
+    .hills folder is made if need be, with its .gitignore of `*`."""
+    import tempfile
+
+    os.makedirs(hills_dir, exist_ok=True)
+    gitignore = os.path.join(hills_dir, ".gitignore")
+    if not os.path.exists(gitignore):
+        state.atomic_write(gitignore, "*\n")
+    workdir = tempfile.mkdtemp(prefix=f".{purpose}-{name}-", dir=hills_dir)
+    return workdir, os.path.join(workdir, name)
+
 def create(name: str, template: str = "default", project_dir: str | None = None,
            populate: Callable[[str], object] | None = None) -> dict[str, Any]:
     """Create `.hills/NAME` from a template; on any failure leave nothing.
@@ -233,7 +247,6 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
     template (`hills new --from-hillclimb`); `template` then only labels it."""
     import importlib.resources
     import shutil
-    import tempfile
 
     from . import uvenv
 
@@ -261,12 +274,7 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
         entry.update({"path": target, "tree_hash": None, "template": template})
 
     try:
-        os.makedirs(hills_dir, exist_ok=True)
-        gitignore = os.path.join(hills_dir, ".gitignore")
-        if not os.path.exists(gitignore):
-            state.atomic_write(gitignore, "*\n")
-        workdir = tempfile.mkdtemp(prefix=f".new-{name}-", dir=hills_dir)
-        staging = os.path.join(workdir, name)
+        workdir, staging = staging_folder(hills_dir, name, "new")
         if populate is not None:
             populate(staging)
         elif source is not None:

@@ -39,20 +39,8 @@ def main():
         os.makedirs(solver)
         with open(os.path.join(solver, "solution.py"), "w", encoding="utf-8") as handle:
             handle.write(SOLVER.replace("CIRCLES", repr(circles)))
-        old = {key: os.environ.get(key) for key in ("HILLS_HOME", "PYTHONDONTWRITEBYTECODE")}
-        os.environ["HILLS_HOME"] = box.home
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        cwd = os.getcwd()
-        os.chdir(box.project)
-        try:
+        with box.inside():
             _compare(solver)
-        finally:
-            os.chdir(cwd)
-            for key, value in old.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def _compare(solver):

@@ -15,21 +15,9 @@ def main():
     with Sandbox() as box:
         for template in TEMPLATES:
             box.run("hills", "new", f"c-{template}", "-t", template)
-        old = {key: os.environ.get(key) for key in ("HILLS_HOME", "PYTHONDONTWRITEBYTECODE")}
-        os.environ["HILLS_HOME"] = box.home
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        cwd = os.getcwd()
-        os.chdir(box.project)
-        try:
+        with box.inside():
             for template in TEMPLATES:
                 _compare(box.hill_dir(f"c-{template}"), template)
-        finally:
-            os.chdir(cwd)
-            for key, value in old.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def _compare(hill_dir, template):

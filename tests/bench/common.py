@@ -2,6 +2,7 @@
 folder, the hills executables, and timing: by median of repeated runs, or
 interleaved against a reference for a ratio."""
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -43,6 +44,25 @@ class Sandbox:
 
     def hill_dir(self, name):
         return os.path.join(self.project, ".hills", name)
+
+    @contextlib.contextmanager
+    def inside(self):
+        """This process as one of the box's commands: its HILLS_HOME, the
+        project as the current folder, bytecode cached; put back after."""
+        old = {key: os.environ.get(key) for key in ("HILLS_HOME", "PYTHONDONTWRITEBYTECODE")}
+        os.environ["HILLS_HOME"] = self.home
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        cwd = os.getcwd()
+        os.chdir(self.project)
+        try:
+            yield self
+        finally:
+            os.chdir(cwd)
+            for key, value in old.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def timed(function, repeat=5):
