@@ -70,6 +70,21 @@ def make_hill(name, eval_source, *, timeout=3, params="", exclusive=None, extra=
     return hill_dir
 
 
+def uncommitted_template_hill(name: str, files: dict[str, str], example: dict[str, str]) -> Path:
+    """Hill `name` from the circle-packing template with `files` on top and
+    `example` as its only example submission, not committed (a naive
+    evaluator could not be)."""
+    assert REPO_ROOT not in (Path.cwd().resolve(), *Path.cwd().resolve().parents), Path.cwd()
+    created = hills("new", name, "-t", "circle-packing")
+    assert created.code == 0, created.output
+    hill_dir = Path(created.out.strip())
+    for path in sorted((hill_dir / "examples").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    write_files(hill_dir, {"tests/test_eval.py": TRIVIAL_TEST,
+                           **{f"examples/basic/{rel}": text for rel, text in example.items()}, **files})
+    return hill_dir
+
+
 def official_report(machine, tmp_path_factory, name):
     """On `machine`, a hill `name` scoring score.txt, one passing official
     eval of it written with -o, and the report file's path."""

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import write_files
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import REPO_ROOT, TRIVIAL_TEST, hill_yaml, hills, hills_home
+from eval_fixtures import hill_yaml, hills, hills_home, uncommitted_template_hill
 from hills import corpus
 
 
@@ -30,17 +30,7 @@ def corpus_block(result: object) -> str:
 
 
 def make_hill(name: str, files: dict[str, str], example: dict[str, str]) -> Path:
-    """Hill `name` from the circle-packing template with `files` on top and
-    `example` as its only example submission, not committed."""
-    assert REPO_ROOT not in (Path.cwd().resolve(), *Path.cwd().resolve().parents), Path.cwd()
-    created = hills("new", name, "-t", "circle-packing")
-    assert created.code == 0, created.output
-    hill_dir = Path(created.out.strip())
-    for path in sorted((hill_dir / "examples").rglob("*"), reverse=True):
-        path.rmdir() if path.is_dir() else path.unlink()
-    write_files(hill_dir, {"tests/test_eval.py": TRIVIAL_TEST,
-                           **{f"examples/basic/{rel}": text for rel, text in example.items()}, **files})
-    return hill_dir
+    return uncommitted_template_hill(name, files, example)
 
 
 def function_eval(body: str, signature: str = "") -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap, write_files
+from conftest import needs_bwrap
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import REPO_ROOT, TRIVIAL_TEST, hill_yaml, hills, hills_home, real
+from eval_fixtures import hill_yaml, hills, hills_home, real, uncommitted_template_hill
 from hills import probe
 
 SECRET = '{"labels": [1, 2, 3]}\n'
@@ -46,18 +46,7 @@ def command_yaml(name: str, extra: str = "") -> str:
 
 
 def make_uncommitted(name: str, files: dict[str, str], *, example: dict[str, str]) -> Path:
-    """Hill `name` from the circle-packing template with `files` on top and
-    `example` as its only example submission, not committed (a naive
-    evaluator could not be)."""
-    assert REPO_ROOT not in (Path.cwd().resolve(), *Path.cwd().resolve().parents), Path.cwd()
-    created = hills("new", name, "-t", "circle-packing")
-    assert created.code == 0, created.output
-    hill_dir = Path(created.out.strip())
-    for path in sorted((hill_dir / "examples").rglob("*"), reverse=True):
-        path.rmdir() if path.is_dir() else path.unlink()
-    write_files(hill_dir, {"tests/test_eval.py": TRIVIAL_TEST, "private/labels.json": SECRET,
-                           **{f"examples/basic/{rel}": text for rel, text in example.items()}, **files})
-    return hill_dir
+    return uncommitted_template_hill(name, {"private/labels.json": SECRET, **files}, example)
 
 
 def function_hill(name: str, body: str, extra: str = "", example: dict[str, str] | None = None) -> Path:
