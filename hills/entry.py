@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit"}
 # Fast verbs whose process ends at once when the command is done (see main).
 LEAVE_AT_ONCE = frozenset({"eval"})
+# Fast verbs a warm server may run (docs/warm.md).
+WARM = frozenset({"eval"})
 
 
 def main() -> None:
@@ -29,8 +31,22 @@ def main() -> None:
     remote = _through_service(program, args)
     if remote is not None:
         sys.exit(remote)
+    verb = _fast_verb(program, args)
+    served = None
+    if verb in WARM and not _asks_help(args):
+        from . import warm
+
+        if warm.enabled():
+            served = warm.call(program, args)
+            if served.code is not None:  # a warm worker ran it (docs/warm.md)
+                os._exit(served.code)
     fast = _fast_path(program, args)
-    if fast is not None and _fast_verb(program, args) in LEAVE_AT_ONCE and _flushed():
+    if fast is not None and verb in LEAVE_AT_ONCE and _flushed():
+        if served is not None and served.start and fast in (0, 1):
+            served_path = served.path
+            from . import warm
+
+            warm.start(served_path)
         # Without the interpreter's teardown: an eval has loaded about 150
         # modules, and unloading them costs it about 5 ms. Nothing an eval
         # leaves needs it: its files are closed by `with`, its threads are
@@ -45,6 +61,10 @@ def leave_now(code: int) -> NoReturn:
     handlers must not run twice) or a cluster worker whose Ray is gone. It
     leaves at once."""
     os._exit(code)
+
+
+def _asks_help(args: list[str]) -> bool:
+    return any(arg in ("-h", "--help") for arg in args)
 
 
 def _flushed() -> bool:

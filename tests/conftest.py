@@ -41,6 +41,7 @@ SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
 SESSION_ROOT = Path(tempfile.mkdtemp(prefix="hills-tests-"))
 for _name, _folder in (("HOME", "home"), ("HILLS_HOME", "hills-home")):
     os.environ[_name] = str(SESSION_ROOT / _folder)
+os.environ["HILLS_WARM"] = "off"
 (SESSION_ROOT / "home").mkdir()
 
 # Probed without machine state, once, at collection.
@@ -128,6 +129,8 @@ class Machine:
         patch.setenv("UV_CACHE_DIR", str(self.uv_cache))
         # Same-user mode, whatever evaluation service this machine runs.
         patch.setenv("HILLS_SERVICE", "off")
+        # Every eval cold, unless a test of the warm server says otherwise.
+        patch.setenv("HILLS_WARM", "off")
         for name, value in IDENTITY.items():
             patch.setenv(name, value)
         # The hook calls `hills` from PATH: the checkout's bin/ comes first.

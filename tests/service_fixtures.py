@@ -128,6 +128,7 @@ class Service:
     def env(self, user: str, **extra: str) -> dict[str, str]:
         home = home_of(user)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
+               "HILLS_WARM": "off",
                "HILLS_SERVICE_CONFIG": str(self.client_config), "HILLS_HOME": f"{home}/hills-home",
                "GIT_AUTHOR_NAME": "Hills Test", "GIT_AUTHOR_EMAIL": "test@hills.invalid",
                "GIT_COMMITTER_NAME": "Hills Test", "GIT_COMMITTER_EMAIL": "test@hills.invalid",

@@ -1,15 +1,34 @@
 """hills eval on the circle-packing example: against running the same
-evaluator with a bare python3, and with 200 MB in private/ against without,
-each pair timed in turns."""
+evaluator with a bare python3, served by a warm server (docs/warm.md) and
+cold (HILLS_WARM=off), and with 200 MB in private/ against without, each
+pair timed in turns."""
 
+import json
 import os
+import subprocess
 import sys
+import time
 
 from .common import Sandbox, compared, interleaved, write_random_files
 
 SIZE = int(os.environ.get("HILLS_BENCH_PRIVATE_MB", "200")) * 1024 * 1024
 BARE = ("import sys; sys.path.insert(0, '.'); from pathlib import Path; from eval import eval as e; "
         "r = e(Path('examples/grid')); assert r['passed'], r")
+
+
+def wait_for_warm_server(box, timeout=30.0):
+    """Until the box's warm server answers: an eval that finds none starts one."""
+    from hills import warm
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = subprocess.run([sys.executable, "-c", "from hills import warm; import json; "
+                               "print(json.dumps([s['hills_home'] for s in warm.servers()]))"],
+                              env=box.env, capture_output=True, text=True, check=True)
+        if os.path.realpath(box.home) in [os.path.realpath(home) for home in json.loads(done.stdout)]:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"no warm server came up for {box.home} (see {warm.socket_dir()}/warm.log)")
 
 
 def main():
@@ -20,7 +39,6 @@ def main():
         box.run("hills", "eval", submission, "-H", "plain")  # builds the environment once
 
         def bare_in_hill():
-            import subprocess
 
             subprocess.run([sys.executable, "-c", BARE], cwd=box.hill_dir("plain"), check=True,
                            capture_output=True, env=box.env)
@@ -28,7 +46,17 @@ def main():
         def plain():
             box.run("hills", "eval", submission, "-H", "plain")
 
-        compared("hills eval vs bare python3 evaluator", interleaved(bare_in_hill, plain, rounds=11), 2.0)
+        cold_env = dict(box.env, HILLS_WARM="off")
+
+        def cold():
+            subprocess.run(["hills", "eval", submission, "-H", "plain"], cwd=box.project, env=cold_env,
+                           check=True, capture_output=True)
+
+        plain()  # the first eval after this one is served warm
+        wait_for_warm_server(box)
+        compared("hills eval (warm server) vs bare python3 evaluator", interleaved(bare_in_hill, plain, rounds=11),
+                 2.0)
+        compared("hills eval cold (HILLS_WARM=off) vs bare python3", interleaved(bare_in_hill, cold, rounds=11), 2.0)
 
         box.run("hills", "new", "heavy", "-t", "circle-packing")
         write_random_files(os.path.join(box.hill_dir("heavy"), "private"), SIZE)

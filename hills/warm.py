@@ -1,0 +1,733 @@
+"""The warm eval server (docs/warm.md): one interpreter per user and
+machine state with the eval pipeline loaded, forking a worker for each
+`hills eval`, so an eval does not pay for loading its code every time.
+
+The client half (`call`, `start`) runs at the start of every `hills eval`,
+before any pipeline module loads: it imports nothing the interpreter does
+not already hold but `_socket`. The server half (`serve`, `python -m
+hills.warm serve`) and the worker it forks run hills' own code, unchanged,
+through `entry.run_here`.
+
+Wire format, one request per connection: a 4-byte big-endian length and a
+payload of NUL-separated fields (the fields never hold a NUL), the caller's
+standard streams passed alongside as SCM_RIGHTS. Replies are lines: `P PID`
+(the worker runs), `X CODE` (its exit code), `D REASON` (declined: the
+caller runs the eval itself)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+PROTOCOL = "hills-warm 1"
+STOP = "hills-warm stop"
+IDLE_S = 600
+_LOCK = -1  # the server's lock on its socket path, which no worker keeps
+MAX_REQUEST = 1 << 20
+# What a worker must share with its caller, or decline.
+NAMESPACES = ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup")
+LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_MEMLOCK",
+          "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_RSS", "RLIMIT_STACK")
+# Variables that decide how the interpreter behaves before a request is
+# read, and so name another server.
+KEYED_PREFIXES = ("PYTHON", "LC_")
+KEYED_NAMES = ("LANG", "HILLS_HOME", "HOME")
+
+
+# -- the client ---------------------------------------------------------------
+
+def enabled() -> bool:
+    """Whether this call may use a warm server (`HILLS_WARM=off` says no)."""
+    return os.environ.get("HILLS_WARM", "").lower() not in ("off", "0", "no", "false")
+
+
+def socket_dir(create: bool = False) -> str | None:
+    """The folder of this user's warm sockets, checked to be a real folder
+    of this user's that others cannot enter; None when it is not."""
+    uid = os.getuid()
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = f"/tmp/hills-warm-{uid}"
+    # A socket's path holds at most 107 bytes; the name in it takes 26.
+    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime) and len(runtime) < 70:
+        folder = os.path.join(runtime, "hills-warm")
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            os.mkdir(folder, 0o700)
+            st = os.lstat(folder)
+        except OSError:
+            return None
+    except OSError:
+        return None
+    # S_ISDIR without the stat module: 0o040000 is a folder.
+    if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != uid or st.st_mode & 0o077:
+        return None
+    return folder
+
+
+def key() -> str:
+    """The digest naming the server this call would use: the package's
+    sources, the interpreter, HILLS_HOME and the variables that change the
+    interpreter (docs/warm.md, "Which server")."""
+    from .digests import sha256
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    parts = [sys.version, sys.executable, str(sys.flags), package]
+    try:
+        exe = os.stat(sys.executable)
+        parts.append(f"{exe.st_size}:{exe.st_mtime_ns}:{exe.st_ino}")
+    except OSError:
+        pass
+    for folder in (package, os.path.join(package, "commands")):
+        with os.scandir(folder) as entries:
+            files = []
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    st = entry.stat()
+                    files.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+        parts.extend(sorted(files))
+    home = os.environ.get("HILLS_HOME")
+    parts.append("HILLS_HOME=" + (os.path.abspath(os.path.expanduser(home)) if home else ""))
+    for name in sorted(os.environ):
+        if name.startswith(KEYED_PREFIXES) or name in KEYED_NAMES:
+            parts.append(f"{name}={os.environ[name]}")
+    return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+
+
+class Call:
+    """What the client did: `code` is the worker's exit code, or None when
+    the caller runs the eval itself; `start` says a server should be
+    started for the next one (there was none), at `path`."""
+
+    def __init__(self, code: int | None, start: bool = False, path: str | None = None):
+        self.code, self.start, self.path = code, start, path
+
+
+def call(program: str, args: list[str]) -> Call:
+    """Send `program args` to this user's warm server; Call(None) when
+    there is none or it declined, so the caller runs the eval cold."""
+    import _socket
+
+    folder = socket_dir()
+    if folder is None:
+        return Call(None, start=True)
+    path = os.path.join(folder, key() + ".sock")
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        try:
+            conn.connect(path)
+        except OSError:
+            return Call(None, start=True, path=path)
+        payload = _request(program, args)
+        fds = [fd for fd in (0, 1, 2) if _is_open(fd)]
+        try:
+            _send(conn, payload, fds)
+            return _await(conn)
+        except OSError:
+            return Call(None)
+    finally:
+        conn.close()
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _request(program: str, args: list[str]) -> bytes:
+    fields = [PROTOCOL, program, os.getcwd(), str(_umask()), ",".join(str(fd) for fd in (0, 1, 2) if _is_open(fd))]
+    fields += [str(len(args)), *args]
+    env = [f"{name}={value}" for name, value in os.environ.items()]
+    fields += [str(len(env)), *env]
+    fields += [_limits(), ",".join(str(group) for group in sorted(os.getgroups())), str(os.getpriority(0, 0)),
+               _cgroup(), _namespaces()]
+    return "\0".join(fields).encode("utf-8", "surrogateescape")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _limits() -> str:
+    import resource
+
+    values = []
+    for name in LIMITS:
+        number = getattr(resource, name, None)
+        if number is not None:
+            soft, hard = resource.getrlimit(number)
+            values.append(f"{name}:{soft}:{hard}")
+    return ",".join(values)
+
+
+def _cgroup() -> str:
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            return handle.read().replace("\0", "")
+    except OSError:
+        return ""
+
+
+def _namespaces() -> str:
+    links = []
+    for name in NAMESPACES:
+        try:
+            links.append(f"{name}={os.readlink(f'/proc/self/ns/{name}')}")
+        except OSError:
+            links.append(f"{name}=")
+    return ",".join(links)
+
+
+def _send(conn: Any, payload: bytes, fds: list[int]) -> None:
+    import _socket
+
+    data = len(payload).to_bytes(4, "big") + payload
+    ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                  b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))] if fds else []
+    sent = conn.sendmsg([data], ancillary)
+    while sent < len(data):
+        sent += conn.send(data[sent:])
+
+
+def _await(conn: Any) -> Call:
+    """Read the worker's lines: the eval's exit code, or a decline."""
+    if TYPE_CHECKING:
+        import signal as _signal
+    else:
+        import _signal  # signal less its enums, which would load enum
+
+    buffered = b""
+    worker = 0
+    previous: dict[int, Any] = {}
+
+    def forward(signum: int, frame: Any) -> None:
+        if worker:
+            try:
+                os.kill(worker, signum)
+            except OSError:
+                pass
+
+    try:
+        while True:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            buffered += chunk
+            while b"\n" in buffered:
+                line, buffered = buffered.split(b"\n", 1)
+                kind, _, value = line.decode("ascii", "replace").partition(" ")
+                if kind == "D":
+                    return Call(None)
+                if kind == "P" and value.isdigit():
+                    worker = int(value)
+                    for number in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
+                        previous[number] = _signal.signal(number, forward)
+                if kind == "X" and value.lstrip("-").isdigit():
+                    return Call(int(value))
+    finally:
+        for saved, handler in previous.items():
+            _signal.signal(saved, handler)
+    if not worker:
+        return Call(None)  # the server went away before it took the call
+    os.write(2, f"error: the warm hills worker (pid {worker}) ended without an exit code\n"
+                f"hint: see {os.path.join(socket_dir() or '', 'warm.log')}; HILLS_WARM=off runs evals "
+                f"without a warm server\n".encode())
+    return Call(3)
+
+
+def start(path: str | None) -> None:
+    """Start a server at `path` (or this call's own) for the next eval, in
+    the background, holding none of this process's streams; the modules
+    this process has loaded are the ones it preloads."""
+    if path is None:
+        folder = socket_dir(create=True)
+        if folder is None:
+            return
+        path = os.path.join(folder, key() + ".sock")
+    elif socket_dir(create=True) is None:
+        return
+    import subprocess
+
+    modules = sorted(name for name in sys.modules
+                     if not name.startswith(("_frozen", "__")) and not name.endswith("__main__")
+                     and name not in sys.builtin_module_names)
+    env = dict(os.environ, HILLS_WARM="off")
+    try:
+        subprocess.Popen([sys.executable, "-m", "hills.warm", "serve", path, *modules], cwd="/", env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         close_fds=True, start_new_session=True)
+    except OSError:
+        pass
+
+
+# -- the server ---------------------------------------------------------------
+
+def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
+    """Listen at `path` until idle, stopped or replaced; one forked worker
+    per request. Only one server holds a path (a lock beside it)."""
+    import fcntl
+    import socket
+
+    if idle_s is None:
+        idle_s = _idle_seconds()
+    global _LOCK
+    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another server has it
+    _LOCK = lock
+    try:
+        os.unlink(path + ".stop")
+    except FileNotFoundError:
+        pass
+    _preload(modules)
+    home = _home()
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_mask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_mask)
+    listener.listen(64)
+    listener.settimeout(1.0)
+    inode = os.stat(path).st_ino
+    _write_info(path, home)
+    _log(path, f"server {os.getpid()} started for HILLS_HOME {home}")
+    children: set[int] = set()
+    last = _now()
+    reason = "idle"
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    try:
+        while True:
+            _reap(children)
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if not _still_ours(path, inode):
+                    reason = "its socket was replaced"
+                    break
+                if home and not os.path.isdir(home):
+                    reason = "HILLS_HOME is gone"
+                    break
+                if not children and _now() - last > idle_s:
+                    break
+                continue
+            last = _now()
+            if _stopped(path):
+                conn.close()
+                reason = "stopped"
+                break
+            if not _same_user(conn):
+                _log(path, "refused a connection from another user")
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                _worker(conn, path)  # never returns
+            children.add(pid)
+            conn.close()
+    finally:
+        if _still_ours(path, inode):
+            for leftover in (path, path + ".json", path + ".stop", path + ".lock"):
+                try:
+                    os.unlink(leftover)
+                except OSError:
+                    pass
+        listener.close()
+        _log(path, f"server {os.getpid()} stopped: {reason}")
+    return 0
+
+
+def _idle_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get("HILLS_WARM_IDLE_S", IDLE_S)))
+    except ValueError:
+        return float(IDLE_S)
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def _home() -> str:
+    home = os.environ.get("HILLS_HOME")
+    if home:
+        return os.path.abspath(os.path.expanduser(home))
+    return os.path.join(os.path.expanduser("~"), ".autolab", "hills")
+
+
+def _preload(modules: list[str]) -> None:
+    import importlib
+
+    for name in modules:
+        if name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:  # a module that cannot load alone loads in the worker, as it would cold
+            continue
+    # The signature library is imported on a thread in a cold eval; here it
+    # is loaded before any fork, so no worker starts a thread for it.
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: F401
+    except ImportError:
+        pass
+    import gc
+
+    # What is loaded now stays: the workers' collections never walk it, so
+    # they do not copy the server's pages by touching it.
+    gc.collect()
+    gc.freeze()
+
+
+def _still_ours(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+def _same_user(conn: Any) -> bool:
+    import socket
+
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    except OSError:
+        return False
+    uid = int.from_bytes(raw[4:8], sys.byteorder)
+    return uid == os.getuid()
+
+
+def _reap(children: set[int]) -> None:
+    for pid in list(children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            children.discard(pid)
+
+
+def _stopped(path: str) -> bool:
+    return os.path.exists(path + ".stop")
+
+
+def _write_info(path: str, home: str) -> None:
+    import json
+
+    from . import __version__
+
+    info = {"pid": os.getpid(), "hills_home": home, "hills": __version__, "python": sys.executable,
+            "package": os.path.dirname(os.path.abspath(__file__))}
+    staged = path + ".json.tmp"
+    with open(staged, "w", encoding="utf-8") as handle:
+        json.dump(info, handle)
+    os.replace(staged, path + ".json")
+
+
+def _log(path: str, message: str) -> None:
+    """One line in warm.log beside the socket, kept under 1 MiB."""
+    import time
+
+    log = os.path.join(os.path.dirname(path), "warm.log")
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {os.path.basename(path)[:12]} {message}\n"
+    try:
+        if os.path.getsize(log) > MAX_REQUEST:
+            os.replace(log, log + ".1")
+    except OSError:
+        pass
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+# -- the worker ---------------------------------------------------------------
+
+class Request:
+    """A parsed request: what the caller is and what it asks."""
+
+    def __init__(self, fields: list[str]):
+        it = iter(fields)
+        self.protocol = next(it)
+        if self.protocol != PROTOCOL:
+            raise ValueError(f"protocol {self.protocol!r}, expected {PROTOCOL!r}")
+        self.program, self.cwd, umask, passed = next(it), next(it), next(it), next(it)
+        self.umask = int(umask)
+        self.passed = [int(fd) for fd in passed.split(",") if fd]
+        self.args = [next(it) for _ in range(int(next(it)))]
+        self.env = dict(item.partition("=")[::2] for item in (next(it) for _ in range(int(next(it)))))
+        self.limits = [entry.split(":") for entry in next(it).split(",") if entry]
+        self.groups = [int(group) for group in next(it).split(",") if group]
+        self.priority = int(next(it))
+        self.cgroup = next(it)
+        self.namespaces = next(it)
+
+
+def _receive(conn: Any) -> tuple[bytes, list[int]]:
+    import socket
+
+    conn.settimeout(10.0)
+    data, ancdata, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(3 * 4))
+    fds: list[int] = []
+    for level, kind, blob in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += [int.from_bytes(blob[i:i + 4], sys.byteorder, signed=True) for i in range(0, len(blob) - 3, 4)]
+    if len(data) < 4:
+        raise ValueError("short request")
+    size = int.from_bytes(data[:4], "big")
+    if size > MAX_REQUEST:
+        raise ValueError(f"request of {size} bytes, at most {MAX_REQUEST}")
+    payload = data[4:]
+    while len(payload) < size:
+        chunk = conn.recv(size - len(payload))
+        if not chunk:
+            raise ValueError("request cut short")
+        payload += chunk
+    conn.settimeout(None)
+    return payload, fds
+
+
+def _worker(conn: Any, path: str) -> None:
+    """One request, in a fresh fork: decline, or become the caller's
+    `hills eval` and report its exit code."""
+    import signal
+    import time
+
+    from . import entry
+
+    forked = time.monotonic()
+    if _LOCK >= 0:
+        os.close(_LOCK)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.setpgid(0, 0)
+    try:
+        payload, fds = _receive(conn)
+        request = Request(payload.decode("utf-8", "surrogateescape").split("\0"))
+    except (OSError, ValueError, StopIteration) as exc:
+        _log(path, f"worker {os.getpid()} refused a request: {exc}")
+        entry.leave_now(0)
+    reason = _mismatch(request, fds) or _become(request, fds)
+    if reason is not None:
+        _log(path, f"worker {os.getpid()} declined: {reason}")
+        try:
+            conn.sendall(f"D {reason}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
+        entry.leave_now(0)
+    conn.sendall(f"P {os.getpid()}\n".encode())
+    _watch(conn)
+    code = entry.run_here(request.program, request.args)
+    _flush()
+    took = (time.monotonic() - forked) * 1000
+    _log(path, f"worker {os.getpid()} served {request.program} {' '.join(request.args[:1])}: exit {code}, "
+               f"{took:.0f} ms")
+    try:
+        conn.sendall(f"X {code}\n".encode())
+    except OSError:
+        pass
+    entry.leave_now(0)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def _mismatch(request: Request, fds: list[int]) -> str | None:
+    """Why this worker cannot be the process the caller would have
+    started, or None."""
+    if len(fds) != len(request.passed):
+        return f"{len(fds)} streams came, {len(request.passed)} were named"
+    if request.groups != sorted(os.getgroups()):
+        return "the caller's supplementary groups differ from the server's"
+    if request.cgroup != _cgroup():
+        return "the caller runs in another cgroup"
+    if request.namespaces != _namespaces():
+        return "the caller runs in other namespaces"
+    return None
+
+
+def _become(request: Request, fds: list[int]) -> str | None:
+    """Take the caller's folder, environment, limits and streams; the
+    reason when one cannot be taken."""
+    import resource
+
+    try:
+        os.chdir(request.cwd)
+    except OSError as exc:
+        return f"cannot enter {request.cwd}: {exc.strerror}"
+    for name, soft, hard in request.limits:
+        number = getattr(resource, name, None)
+        if number is None:
+            continue
+        try:
+            if resource.getrlimit(number) != (int(soft), int(hard)):
+                resource.setrlimit(number, (int(soft), int(hard)))
+        except (OSError, ValueError) as exc:
+            return f"cannot set {name} to the caller's {soft}:{hard}: {exc}"
+    try:
+        if os.getpriority(0, 0) != request.priority:
+            os.setpriority(0, 0, request.priority)
+    except OSError as exc:
+        return f"cannot take the caller's priority {request.priority}: {exc.strerror}"
+    os.umask(request.umask)
+    os.environ.clear()
+    os.environ.update(request.env)
+    sys.argv = [request.program, *request.args]
+    _streams(dict(zip(request.passed, fds)))
+    return None
+
+
+def _streams(passed: dict[int, int]) -> None:
+    """The caller's stdin, stdout and stderr as this process's, opened as
+    the interpreter would have opened them at its start."""
+    import io
+
+    _flush()
+    for target in (0, 1, 2):
+        if target in passed:
+            os.dup2(passed[target], target)
+            os.close(passed[target])
+        else:
+            try:
+                os.close(target)
+            except OSError:
+                pass
+    encoding = sys.stdout.encoding if sys.stdout is not None else "utf-8"
+    opened: list[Any] = []
+    for fd, mode in ((0, "r"), (1, "w"), (2, "w")):
+        if fd not in passed:
+            opened.append(None)
+            continue
+        raw = io.FileIO(fd, mode, closefd=False)
+        tty = raw.isatty()
+        if mode == "r":
+            stream: Any = io.TextIOWrapper(io.BufferedReader(raw), encoding=encoding, errors="strict")
+        else:
+            buffered = io.BufferedWriter(raw)
+            stream = io.TextIOWrapper(buffered, encoding=encoding,
+                                      errors="backslashreplace" if fd == 2 else "strict",
+                                      line_buffering=tty or fd == 2, write_through=fd == 2)
+        opened.append(stream)
+    sys.stdin, sys.stdout, sys.stderr = opened
+
+
+def _watch(conn: Any) -> None:
+    """End this worker the moment its caller goes away, as the kernel
+    ends a cold eval whose process is killed."""
+    import signal
+    import threading
+
+    def wait() -> None:
+        try:
+            while conn.recv(1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=wait, daemon=True, name="hills-warm-caller").start()
+
+
+# -- list and stop ------------------------------------------------------------
+
+def servers() -> list[dict[str, Any]]:
+    """The running servers of this user: their info files, where the
+    process still lives."""
+    import json
+
+    folder = socket_dir()
+    found: list[dict[str, Any]] = []
+    if folder is None:
+        return found
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".sock.json"):
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                info = json.load(handle)
+            os.kill(int(info["pid"]), 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        info["socket"] = os.path.join(folder, name[:-len(".json")])
+        found.append(info)
+    return found
+
+
+def stop_all() -> int:
+    """Ask every running server of this user to stop; how many were asked."""
+    import _socket
+
+    count = 0
+    for info in servers():
+        path = info["socket"]
+        with open(path + ".stop", "w", encoding="utf-8"):
+            pass
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            conn.connect(path)  # wakes it; its worker finds no request and leaves
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        count += 1
+    return count
+
+
+def main(argv: list[str]) -> int:
+    """`python -m hills.warm serve PATH MODULE...`, `list` or `stop`."""
+    if argv[:1] == ["serve"] and len(argv) >= 2:
+        return serve(argv[1], argv[2:])
+    if argv == ["list"]:
+        for info in servers():
+            print(f"{info['pid']}\t{info['hills_home']}\t{info['socket']}")
+        return 0
+    if argv == ["stop"]:
+        count = stop_all()
+        print(f"asked {count} warm server{'s' if count != 1 else ''} to stop")
+        return 0
+    print("usage: python -m hills.warm list | stop", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    from . import entry
+
+    entry.leave_now(main(sys.argv[1:]))

@@ -1,0 +1,306 @@
+"""The warm eval server (docs/warm.md): an eval it serves prints, logs and
+exits as a cold one; signals reach the worker; a killed caller takes its
+eval down; a worker that cannot be the caller declines; new code names a
+new server; no other user is served."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BWRAP_USABLE, REPO_ROOT
+from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from eval_fixtures import attempts_log, hills_home, log_entries, make_hill, real, submission, tree_of
+
+pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
+                                                         "namespaces here (install the Debian package 'bubblewrap')")
+
+# Scores score.txt; sleeps first when the submission holds sleep.txt (a
+# number of seconds), after writing its pid where the test can see it.
+EVAL = """\
+    import os, time
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        submission = Path(submission)
+        if (submission / "sleep.txt").exists():
+            time.sleep(float((submission / "sleep.txt").read_text()))
+        value = float((submission / "score.txt").read_text())
+        return {"passed": value >= 0, "metrics": [{"name": "total", "value": value, "direction": "max"}],
+                "details": {} if value >= 0 else {"reason": "negative score"}}
+    """
+
+
+@pytest.fixture
+def warm(monkeypatch):
+    """Warm servers on for this test, their sockets in a folder of its own;
+    every server it started is stopped after."""
+    runtime = tempfile.mkdtemp(prefix="hw-", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.delenv("HILLS_WARM", raising=False)
+    folder = Path(runtime) / "hills-warm"
+    yield folder
+    subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, env=dict(os.environ))
+    deadline = time.monotonic() + 10
+    while list(folder.glob("*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def log_of(folder):
+    log = folder / "warm.log"
+    return log.read_text() if log.exists() else ""
+
+
+def wait_for_server(folder, count=1, timeout=30):
+    """Until `count` servers have started in `folder` and listen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log_of(folder).count(" started for HILLS_HOME ") >= count and len(list(folder.glob("*.sock"))) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no warm server came up; warm.log:\n{log_of(folder)}")
+
+
+def served(folder):
+    return log_of(folder).count(" served ")
+
+
+@pytest.fixture
+def hill():
+    make_hill("w", EVAL)
+    return "w"
+
+
+def sub(root, score="2.5", **more):
+    return submission(root, {"score.txt": score, **more})
+
+
+def without_ids(report):
+    """A report less what differs between any two runs of one eval."""
+    varying = ("run_id", "timestamp", "duration_s", "signature", "seeds", "measured", "attempt")
+    return {key: value for key, value in report.items() if key not in varying}
+
+
+def test_an_eval_served_warm_prints_logs_and_exits_as_a_cold_one(warm, hill, tmp_path):
+    folder = sub(tmp_path / "s")
+    first = real("hills", "eval", folder, "-H", hill)
+    assert first.code == 0, first.output
+    wait_for_server(warm)
+    second = real("hills", "eval", folder, "-H", hill)
+    assert second.code == 0, second.output
+    assert served(warm) == 1, log_of(warm)
+    cold = real("hills", "eval", folder, "-H", hill, env=dict(os.environ, HILLS_WARM="off"))
+    assert served(warm) == 1
+    assert without_ids(json.loads(second.out)) == without_ids(json.loads(cold.out))
+    assert second.err == cold.err
+    entries = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))
+    reports = [entry["report"] for entry in entries if "report" in entry]
+    assert [report["run_id"] for report in reports] == [json.loads(done.out)["run_id"]
+                                                          for done in (first, second, cold)]
+    verified = real("hills", "verify", "-", input=second.out)
+    assert verified.code == 0 and "signature valid" in verified.out, verified.output
+
+
+def test_failures_and_mistakes_have_the_cold_exit_codes_and_messages(warm, hill, tmp_path):
+    real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
+    wait_for_server(warm)
+    cases = [
+        (["eval", sub(tmp_path / "neg", "-1"), "-H", hill], 1),
+        (["eval", sub(tmp_path / "s2"), "-H", "no-such-hill"], 2),
+        (["eval", tmp_path / "missing", "-H", hill], 2),
+        (["eval", sub(tmp_path / "s3"), "-H", hill, "-p", "nothing=1"], 2),
+    ]
+    for argv, code in cases:
+        warm_run = real("hills", *argv)
+        cold_run = real("hills", *argv, env=dict(os.environ, HILLS_WARM="off"))
+        assert (warm_run.code, cold_run.code) == (code, code), (argv, warm_run.output, cold_run.output)
+        if code == 2:
+            assert warm_run.err == cold_run.err and "error: " in warm_run.err, argv
+    assert served(warm) == len(cases), log_of(warm)
+
+
+def test_ctrl_c_reaches_the_worker_and_the_eval_is_logged_interrupted(warm, hill, tmp_path):
+    real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
+    wait_for_server(warm)
+    slow = sub(tmp_path / "slow", **{"sleep.txt": "30"})
+    process = subprocess.Popen(["hills", "eval", str(slow), "-H", hill], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    runs = hills_home() / "runs" / hill
+    deadline = time.monotonic() + 30
+    while len(list(runs.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # the evaluator is asleep
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert "error: interrupted" in err
+    assert json.loads(out)["status"] == "interrupted"
+    last = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))[-1]["report"]
+    assert last["status"] == "interrupted" and last["reason"] == "interrupted by the user (Ctrl-C)"
+    assert " served eval: exit 130" in log_of(warm).replace("hills eval", "eval")
+
+
+def evaluator_processes(marker):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if marker.encode() in handle.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_path):
+    real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
+    wait_for_server(warm)
+    slow = sub(tmp_path / "slow", **{"sleep.txt": "60"})
+    process = subprocess.Popen(["hills", "eval", str(slow), "-H", hill], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    marker = str(hills_home() / "runs" / hill) + "/"
+    deadline = time.monotonic() + 30
+    while not evaluator_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert evaluator_processes(marker), "the evaluator never started"
+    process.kill()
+    process.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while evaluator_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert evaluator_processes(marker) == []
+    entries = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))
+    assert "started" in entries[-1] and "report" not in entries[-1]  # no outcome: ABANDONED
+    shown = real("hills", "attempts", hill)
+    assert "ABANDONED" in shown.out, shown.output
+
+
+def test_a_worker_that_cannot_take_the_callers_limits_declines_and_the_eval_runs_cold(warm, hill, tmp_path):
+    folder = sub(tmp_path / "s")
+    # The server inherits a lower hard limit than a later caller has.
+    first = real("bash", "-c", f"ulimit -n 512 && exec hills eval {folder} -H {hill}")
+    assert first.code == 0, first.output
+    wait_for_server(warm)
+    second = real("hills", "eval", folder, "-H", hill)
+    assert second.code == 0, second.output
+    assert served(warm) == 0
+    assert "declined: cannot set RLIMIT_NOFILE" in log_of(warm)
+    # A caller within the server's limits is served, and gets its own limit.
+    third = real("bash", "-c", f"ulimit -n 300 && exec hills eval {folder} -H {hill}")
+    assert third.code == 0, third.output
+    assert served(warm) == 1, log_of(warm)
+
+
+def test_edited_hills_code_is_served_by_a_new_server(warm, hill, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(REPO_ROOT / "hills", copy / "hills", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("examples", "hooks", "skills"):
+        os.symlink(REPO_ROOT / name, copy / name)
+    launcher = tmp_path / "bin" / "hills"
+    launcher.parent.mkdir()
+    launcher.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(copy)!r})\n"
+                        "from hills.entry import main\nmain()\n")
+    launcher.chmod(0o755)
+    folder = sub(tmp_path / "s")
+    assert real(launcher, "eval", folder, "-H", hill).code == 0
+    wait_for_server(warm)
+    assert real(launcher, "eval", folder, "-H", hill).code == 0
+    assert served(warm) == 1
+    # An edit in the package: the running server's code is not the code on disk.
+    summary = copy / "hills" / "commands" / "eval.py"
+    summary.write_text(summary.read_text() + "\n# edited\n")
+    edited = real(launcher, "eval", folder, "-H", hill)
+    assert edited.code == 0, edited.output
+    assert served(warm) == 1, log_of(warm)  # not served by the old server
+    wait_for_server(warm, count=2)
+    assert real(launcher, "eval", folder, "-H", hill).code == 0
+    assert served(warm) == 2
+    keys = {line.split()[1] for line in log_of(warm).splitlines() if " served " in line}
+    assert len(keys) == 2, log_of(warm)
+
+
+def test_a_socket_folder_others_can_enter_is_not_used(warm, hill, tmp_path):
+    warm.mkdir(mode=0o700)
+    warm.chmod(0o777)
+    folder = sub(tmp_path / "s")
+    for _ in range(2):
+        assert real("hills", "eval", folder, "-H", hill).code == 0
+    time.sleep(1.0)
+    assert list(warm.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to make a second user (useradd)")
+def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill, tmp_path):
+    from service_fixtures import make_user, remove_user, tool
+
+    folder = sub(tmp_path / "s")
+    assert real("hills", "eval", folder, "-H", hill).code == 0
+    wait_for_server(warm)
+    [socket_path] = warm.glob("*.sock")
+    # The folder and socket opened to everyone: the peer check is what is left.
+    os.chmod(Path(os.environ["XDG_RUNTIME_DIR"]), 0o755)
+    warm.chmod(0o755)
+    socket_path.chmod(0o777)
+    user = make_user("hillswarm")
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no python3 another user can run in /usr/local/bin, /usr/bin or /bin")
+    probe = Path(os.environ["XDG_RUNTIME_DIR"]) / "probe.py"
+    probe.write_text(
+        "import _socket, os, sys\n"
+        f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+        "from hills import warm\n"
+        "conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)\n"
+        "conn.connect(sys.argv[1])\n"
+        # What a request claims is the caller's to write: it claims root's groups.
+        "os.getgroups = lambda: [int(g) for g in sys.argv[2].split(',') if g]\n"
+        "try:\n"
+        "    warm._send(conn, warm._request('hills', ['eval', '--help']), [0, 1, 2])\n"
+        "    print(warm._await(conn).code)\n"
+        "except OSError:\n"  # as warm.call takes a refusal: the caller runs its own eval
+        "    print(None)\n")
+    probe.chmod(0o644)
+    try:
+        def attempt():
+            claimed = ",".join(str(group) for group in os.getgroups())
+            done = subprocess.run([tool("runuser"), "-u", user, "--", python, str(probe), str(socket_path), claimed],
+                                  capture_output=True, text=True, timeout=60, cwd="/")
+            assert done.returncode == 0, done.stderr
+            return done.stdout.strip().splitlines()[-1]
+
+        assert attempt() == "None"  # refused: the caller runs its own eval
+        assert "refused a connection from another user" in log_of(warm)
+        assert served(warm) == 0
+        # The control: a server without the peer check serves the other user.
+        warm.chmod(0o700)  # as `stop` wants it
+        stopped = subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, text=True)
+        assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
+        deadline = time.monotonic() + 10
+        while socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        unchecked = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from hills import warm; warm._same_user = lambda conn: True; "
+                                   "sys.exit(warm.serve(sys.argv[1], []))", str(socket_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not socket_path.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            warm.chmod(0o755)
+            socket_path.chmod(0o777)
+            assert attempt() == "0", log_of(warm)  # served as root
+            assert served(warm) == 1
+        finally:
+            unchecked.terminate()
+            unchecked.wait(timeout=30)
+    finally:
+        remove_user(user)
