@@ -384,8 +384,7 @@ class Session:
                 note = json.dumps({"report": report, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
                                   sort_keys=True, separators=(",", ":"))
                 with state.file_lock(os.path.join(self.hill.repo.git_dir, "hills-notes.lock")):
-                    self.hill.repo.run("notes", f"--ref={evaluate.NOTES_REF}", "append", "--file=-", self.commit,
-                                       input=note)
+                    self.hill.repo.append_note(evaluate.NOTES_REF, self.commit, note)
         code = EXIT_OK if report.get("status") == "passing" else answer.get("exit_code") or EXIT_NO
         error = answer.get("error")
         return Result(job, report, code, report, f"on {where}: {error}" if error and code != EXIT_OK else None,

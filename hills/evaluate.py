@@ -291,7 +291,15 @@ def resolve_params(spec: Spec, texts: Iterable[str]) -> dict[str, Any]:
     return params
 
 
-def is_dirty(hill: Hill) -> list[str]:
+def is_dirty(hill: Hill, tree_hash: str | None = None) -> list[str]:
+    """The changed files `git status` lists; [] at once, without git, when
+    the index's stat data show a clean tree of `tree_hash` (gitobjects)."""
+    if tree_hash is not None:
+        from . import gitobjects, hill as hill_module
+
+        blobs = hill_module.excluded_blobs(hill.path)
+        if blobs is not None and gitobjects.clean_by_stat(hill.repo.git_dir, hill.path, tree_hash, blobs):
+            return []
     out = hill.repo.run("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
                         "--no-renames")
     return [record[3:] for record in out.split("\0") if record]
@@ -1038,7 +1046,7 @@ def _official(req: EvalRequest, tree_hash: str | None) -> tuple[bool, str | None
     if req.current:
         return False, "scored the working tree (--current), not a committed version", False
     assert tree_hash is not None  # resolve() refused a hill without commits
-    changed = is_dirty(hill)
+    changed = is_dirty(hill, tree_hash)
     from . import pin
 
     official, official_reason = pin.official_status(hill, tree_hash)
@@ -1404,8 +1412,7 @@ def _finish(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None = Non
         note = json.dumps({"report": envelope, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
                           sort_keys=True, separators=(",", ":"))
         with state.file_lock(os.path.join(hill.repo.git_dir, "hills-notes.lock")):
-            # Through stdin: a report can be far larger than one argument may be.
-            hill.repo.run("notes", f"--ref={NOTES_REF}", "append", "--file=-", plan.head, input=note)
+            hill.repo.append_note(NOTES_REF, plan.head, note)
         if envelope.get("status") in ("passing", "failing", "implausible"):
             from . import rescore
 

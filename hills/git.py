@@ -92,6 +92,16 @@ class Repo:
         self.last_exit_code = exit_code
         return out if binary else out.decode("utf-8", "replace")
 
+    def append_note(self, ref: str, target: str, text: str) -> None:
+        """`git notes --ref=REF append` of the one-line `text` to object
+        `target`: written in Python in the plain case (hills.gitobjects,
+        the same objects), else by git."""
+        from . import gitobjects
+
+        if not gitobjects.append_note(self.git_dir, ref, target, text, clean_env()):
+            # Through stdin: a report can be far larger than one argument may be.
+            self.run("notes", f"--ref={ref}", "append", "--file=-", target, input=text)
+
     def init(self) -> None:
         os.makedirs(self.git_dir, exist_ok=True)
         _git(["init", "-q", "--bare", self.git_dir], clean_env(), None, None, (0,))

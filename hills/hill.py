@@ -204,13 +204,42 @@ def install_hook(hill_dir: str) -> None:
     state.atomic_write(os.path.join(hooks_dir, "pre-commit"), text, 0o755)
 
 
-def write_excludes(hill_dir: str, blob_paths: Collection[str] = ()) -> None:
-    """`.vc/info/exclude`: the fixed excludes plus the committed blobs."""
+def excludes_text(blob_paths: Collection[str] = ()) -> str:
+    """What `.vc/info/exclude` holds: the fixed excludes plus the committed blobs."""
     lines = ["# written by hills: what never enters this hill's git tree"] + BASE_EXCLUDES
     if blob_paths:
         lines.append(EXCLUDE_MARK)
         lines.extend("/" + _escape_glob(path) for path in sorted(blob_paths))
-    text = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def excluded_blobs(hill_dir: str) -> frozenset[str] | None:
+    """The blob paths of `.vc/info/exclude` when the file is exactly what
+    hills writes (the fixed excludes and those paths), else None."""
+    try:
+        with open(os.path.join(hill_dir, ".vc", "info", "exclude"), encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    head, mark, listed = text.partition(EXCLUDE_MARK + "\n")
+    paths = []
+    for line in listed.splitlines():
+        if not line.startswith("/"):
+            return None
+        unescaped, escaped = [], False
+        for ch in line[1:]:
+            if escaped or ch != "\\":
+                unescaped.append(ch)
+                escaped = False
+            else:
+                escaped = True
+        paths.append("".join(unescaped))
+    return frozenset(paths) if excludes_text(paths) == text else None
+
+
+def write_excludes(hill_dir: str, blob_paths: Collection[str] = ()) -> None:
+    """`.vc/info/exclude`: the fixed excludes plus the committed blobs."""
+    text = excludes_text(blob_paths)
     path = os.path.join(hill_dir, ".vc", "info", "exclude")
     try:
         with open(path, encoding="utf-8") as handle:

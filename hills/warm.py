@@ -392,6 +392,10 @@ def _preload(modules: list[str]) -> None:
             importlib.import_module(name)
         except BaseException:  # a module that cannot load alone loads in the worker, as it would cold
             continue
+    try:
+        import _hashlib  # noqa: F401  (a large note's SHA-1, hills.gitobjects)
+    except ImportError:
+        pass
     # The signature library is imported on a thread in a cold eval; here it
     # is loaded before any fork, so no worker starts a thread for it.
     try:
