@@ -625,8 +625,9 @@ def _fresh(path: str) -> str:
     return path
 
 
-def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
-    """Run a function-shape evaluator through the shim."""
+def run_function(ctx: EvalContext, rep: Replicate, gate: Callable[[], None] | None = None) -> RunResult:
+    """Run a function-shape evaluator through the shim; `gate` (the started
+    entry) runs while its process boots, before it may run (runner.run)."""
     request = {"hill_dir": ctx.run_hill_dir, "entry": ctx.spec["evaluator"]["entry"], "submission": rep.submission_dir,
                "final": ctx.final, "params": ctx.params}
     env = evaluator_env(ctx, rep.env)
@@ -637,7 +638,7 @@ def run_function(ctx: EvalContext, rep: Replicate) -> RunResult:
                          own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP,
                          stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
-                         result_pipe=True)
+                         result_pipe=True, gate=gate)
     failure = _failure(ctx.spec, process)
     if failure:
         return RunResult(rep, process, *failure)
@@ -970,7 +971,8 @@ def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
         _guard_budget(plan, run_dir)
         outcome = _run_logged(plan, run_dir, envelope, say)
     if outcome.scored:
-        prune_runs(req.hill.name)
+        name = req.hill.name
+        state.housekeeping(lambda: prune_runs(name))
     return outcome
 
 
@@ -1130,7 +1132,8 @@ def process_start(pid: int) -> tuple[str, int] | None:
 
 class _Start:
     """The `started` entry of a logged eval, appended once, just before
-    its first process (the solution phase or the evaluator) starts, the
+    its first process (the solution phase or the evaluator) runs anything
+    of the hill or the submission (an evaluator boots meanwhile), the
     refusals of the hill and the submission behind it: an eval killed from
     then on (kill -9 after reading a holdout score) is in the log, and
     counts toward the holdout budget. `link` ({seq, mac}) is what the
@@ -1321,7 +1324,10 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
     with _Resource(ctx.spec["exclusive"], ctx.queue, say):
         for seed in range(ctx.repeat):
             rep = scored = _replicate(ctx, seed)
-            if start is not None:
+            # Where nothing runs before the evaluator, its process boots
+            # while the started entry is signed and appended.
+            early = start is not None and _boots_first(ctx, rep)
+            if start is not None and not early:
                 start(ctx)
             run: RunResult | None = None
             replicate = f"replicate {seed + 1} of {ctx.repeat}: " if ctx.repeat > 1 else ""
@@ -1337,8 +1343,15 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
                     scored = scoring_replicate(ctx, rep, phase.outputs_dir)
             if run is None:
                 progress.phase(say, replicate + "scoring")
-                run = run_function(ctx, scored) if ctx.spec["evaluator"]["shape"] == "function" \
-                    else run_command(ctx, scored)
+                if early:
+                    assert start is not None
+                    run = run_function(ctx, scored, gate=lambda: start(ctx))
+                else:
+                    run = run_function(ctx, scored) if ctx.spec["evaluator"]["shape"] == "function" \
+                        else run_command(ctx, scored)
+            elif early:
+                assert start is not None
+                start(ctx)  # the solution phase's outcome is logged after its started entry
             duration += run.process.duration_s
             dropped += run.process.output_dropped
             status, reason = run.status, run.reason
@@ -1356,6 +1369,20 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
         solution["duration_s"] = round(solution["duration_s"], 3)
     return Runs(tuple(cores), status, reason, duration, dropped, tests,
                 solution if ctx.spec["solution"] else None)
+
+
+def _boots_first(ctx: EvalContext, rep: Replicate) -> bool:
+    """Whether the replicate's first process is a function evaluator: no
+    solution phase, or one the submission does not take (no `when` file)
+    with no inputs to copy in."""
+    if ctx.spec["evaluator"]["shape"] != "function":
+        return False
+    solution = ctx.spec["solution"]
+    if not solution:
+        return True
+    when = solution["when"]
+    inputs = solution["inputs"].get(ctx.split) if solution["inputs"] else None
+    return bool(when) and not inputs and not os.path.lexists(os.path.join(rep.submission_dir, when))
 
 
 def _replicate(ctx: EvalContext, index: int) -> Replicate:

@@ -16,7 +16,7 @@ from .records import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from types import FrameType
     from typing import Any, Protocol, TextIO
 
@@ -267,7 +267,7 @@ class ProcessOutcome:
 
 def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float | None, stdout_path: str,
         stderr_path: str, verbose: bool = False, result_pipe: bool = False,
-        own_pid_namespace: bool = False) -> ProcessOutcome:
+        own_pid_namespace: bool = False, gate: Callable[[], None] | None = None) -> ProcessOutcome:
     """Run `argv` under the watchdog. When `result_pipe`, a pipe's write end
     is passed to the child as an inherited fd, named in env HILLS_RESULT_FD,
     and a fresh seal key arrives on its stdin; the message it writes there,
@@ -280,7 +280,14 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     ends. This process then becomes a subreaper only once the child is
     started, while it boots (the import of _ctypes, a few ms, is then off
     the eval's critical path), to reap the namespace's init, which bwrap
-    leaves behind as it exits."""
+    leaves behind as it exits.
+
+    `gate` (with `result_pipe`): called once the child is started, before
+    it gets its seal key. The shim reads the key before it imports the
+    evaluator, so the child boots (the sandbox, the interpreter, the shim)
+    while `gate` runs, and nothing of the hill runs before `gate` returns;
+    the watchdog and the duration count from then. When `gate` raises, the
+    child gets no key, is ended, and the exception goes on."""
     if not own_pid_namespace:
         become_subreaper()
     callers_children = frozenset(_children())
@@ -295,11 +302,17 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     reader = None
     stdin: int = subprocess.DEVNULL
     seal_key = b""
+    key_w = -1
     if result_pipe:
         res_r, res_w = os.pipe()
         env = dict(env, HILLS_RESULT_FD=str(res_w))
         pass_fds = (res_w,)
-        stdin, seal_key = _seal_key_pipe()
+        if gate is None:
+            stdin, seal_key = _seal_key_pipe()
+        else:
+            seal_key = os.urandom(SEAL_KEY_SIZE)
+            stdin, key_w = os.pipe()
+            os.set_inheritable(key_w, False)
     echo_out = _echo_stream() if verbose else None
     pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
     started = time.monotonic()
@@ -312,6 +325,8 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
                                    stderr=err_w, pass_fds=pass_fds, start_new_session=True)
     except BaseException:
         stops.restore()
+        if key_w >= 0:
+            os.close(key_w)
         raise
     finally:
         os.close(out_w)
@@ -328,6 +343,23 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
         become_subreaper()
     try:
         try:
+            if key_w >= 0:
+                assert gate is not None
+                try:
+                    gate()
+                except BaseException:
+                    os.close(key_w)  # no key: the shim leaves before the evaluator is imported
+                    key_w = -1
+                    _kill_group(process)
+                    raise
+                try:
+                    os.write(key_w, seal_key)
+                except BrokenPipeError:
+                    pass  # the child is gone; its exit says why
+                finally:
+                    os.close(key_w)
+                    key_w = -1
+                started = time.monotonic()
             stops.armed = True
             if stops.pending:
                 early, stops.pending = stops.pending, None

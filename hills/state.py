@@ -532,6 +532,20 @@ def state_dir(name: str, tree_hash: str | None, hill_path: Path | str | None = N
     return os.path.join(home(), "state", f"{name}@current-{folder}")
 
 
+# Housekeeping a command may leave until its caller has the exit code (old
+# run folders to remove): a warm worker (hills.warm) collects it here and
+# runs it once it has replied; anywhere else it runs at once.
+deferred: list[Callable[[], None]] | None = None
+
+
+def housekeeping(call: Callable[[], None]) -> None:
+    """Run `call` now, or after the reply in a warm worker."""
+    if deferred is None:
+        call()
+    else:
+        deferred.append(call)
+
+
 def runs_dir(name: str) -> str:
     return os.path.join(home(), "runs", name)
 

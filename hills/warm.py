@@ -553,15 +553,24 @@ def _worker(conn: Any, path: str) -> None:
         entry.leave_now(0)
     conn.sendall(f"P {os.getpid()}\n".encode())
     _watch(conn)
+    from . import state
+
+    state.deferred = []
     code = entry.run_here(request.program, request.args)
     _flush()
     took = (time.monotonic() - forked) * 1000
     _log(path, f"worker {os.getpid()} served {request.program} {' '.join(request.args[:1])}: exit {code}, "
                f"{took:.0f} ms")
+    _done.set()
     try:
         conn.sendall(f"X {code}\n".encode())
     except OSError:
         pass
+    for call in state.deferred:  # the caller has its exit code: nothing here changes what it got
+        try:
+            call()
+        except Exception as exc:
+            _log(path, f"worker {os.getpid()}: housekeeping failed: {type(exc).__name__}: {exc}")
     entry.leave_now(0)
 
 
@@ -653,9 +662,23 @@ def _streams(passed: dict[int, int]) -> None:
     sys.stdin, sys.stdout, sys.stderr = opened
 
 
+class _Flag:
+    """Set once the caller has its exit code."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def set(self) -> None:
+        self.done = True
+
+
+_done = _Flag()
+
+
 def _watch(conn: Any) -> None:
     """End this worker the moment its caller goes away, as the kernel
-    ends a cold eval whose process is killed."""
+    ends a cold eval whose process is killed; after the reply, the caller
+    leaving is the normal end and the worker finishes its housekeeping."""
     import signal
     import threading
 
@@ -665,7 +688,8 @@ def _watch(conn: Any) -> None:
                 pass
         except OSError:
             pass
-        os.kill(os.getpid(), signal.SIGKILL)
+        if not _done.done:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=wait, daemon=True, name="hills-warm-caller").start()
 
