@@ -881,17 +881,20 @@ def check_appendable(path: str | os.PathLike[str], keys: Keys) -> None:
     path = os.fspath(path)
     if not os.path.exists(path):
         return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        last = _last_entry(fd, path, None)
+    # Under the appenders' lock: read between another eval's line and its
+    # head, the tail and the head would seem not to match.
+    with file_lock(lock_path(os.path.abspath(path))):
+        fd = os.open(path, os.O_RDONLY)
         try:
-            _check_against_head(path, last, None)
-        except Refused:
-            # Say which line was edited, when one was: the signatures tell.
-            _check_against_head(path, _last_entry(fd, path, keys), keys)
-            raise
-    finally:
-        os.close(fd)
+            last = _last_entry(fd, path, None)
+            try:
+                _check_against_head(path, last, None)
+            except Refused:
+                # Say which line was edited, when one was: the signatures tell.
+                _check_against_head(path, _last_entry(fd, path, keys), keys)
+                raise
+        finally:
+            os.close(fd)
 
 
 def append(path: str | os.PathLike[str], record: dict[str, Any], keys: Keys) -> dict[str, Any]:

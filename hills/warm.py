@@ -316,7 +316,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     import signal
 
     def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(0)
+        raise _Stopped(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
@@ -346,10 +346,19 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
                 continue
             pid = os.fork()
             if pid == 0:
-                listener.close()
-                _worker(conn, path)  # never returns
+                try:
+                    listener.close()
+                    _worker(conn, path)
+                finally:
+                    # Whatever happens in a worker, it never goes back into
+                    # the server's loop or its clean-up.
+                    from . import entry
+
+                    entry.leave_now(3)
             children.add(pid)
             conn.close()
+    except _Stopped as exc:
+        reason = f"stopped by {exc}"
     finally:
         if _still_ours(path, inode):
             for leftover in (path, path + ".json", path + ".stop", path + ".lock"):
@@ -360,6 +369,10 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
         listener.close()
         _log(path, f"server {os.getpid()} stopped: {reason}")
     return 0
+
+
+class _Stopped(Exception):
+    """A stop signal reached the server."""
 
 
 def _idle_seconds() -> float:
@@ -758,4 +771,6 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     from . import entry
 
-    entry.leave_now(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    _flush()
+    entry.leave_now(code)

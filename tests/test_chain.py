@@ -402,3 +402,44 @@ def test_machine_key(tmp_path, monkeypatch):
     path = os.path.join(state.state_dir("demo", "abc"), "attempts.jsonl")
     chain.append(path, {"a": 1}, trust.machine_keys(for_signing=True))
     assert chain.verify(path, trust.machine_keys()).ok
+
+
+def _checked_while_others_append(path, unlocked=False):
+    """Refusals check_appendable gives while four processes append to
+    `path`; `unlocked`: checked without the appenders' lock (the control)."""
+    import contextlib
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    chain.append(path, {"first": True}, KEY)
+    workers = [context.Process(target=_append_many, args=(path, worker, 60)) for worker in range(4)]
+    for process in workers:
+        process.start()
+    locked = chain.file_lock
+    if unlocked:  # only here: the appenders, already started, keep theirs
+        chain.file_lock = lambda path: contextlib.nullcontext()
+    refusals = checks = 0
+    try:
+        while any(process.is_alive() for process in workers):
+            try:
+                chain.check_appendable(path, KEY)
+            except Refused:
+                refusals += 1
+            checks += 1
+    finally:
+        chain.file_lock = locked
+    for process in workers:
+        process.join(120)
+        assert process.exitcode == 0
+    assert checks > 10
+    assert chain.verify(path, KEY).ok
+    return refusals
+
+
+def test_a_log_being_appended_to_is_appendable_whenever_it_is_checked(tmp_path):
+    assert _checked_while_others_append(str(tmp_path / "log.jsonl")) == 0
+    # The control: read without the appenders' lock, the tail and the head
+    # are seen from different moments, and a sound log looks broken.
+    seen = sum(_checked_while_others_append(str(tmp_path / f"control-{attempt}.jsonl"), unlocked=True)
+               for attempt in range(3))
+    assert seen > 0
