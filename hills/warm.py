@@ -233,7 +233,9 @@ def _await(conn: Any) -> Call:
                 if kind == "P" and value.isdigit():
                     worker = int(value)
                     for number in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
-                        previous[number] = _signal.signal(number, forward)
+                        # One this process ignores (nohup) is not passed on either.
+                        if _signal.getsignal(number) != _signal.SIG_IGN:
+                            previous[number] = _signal.signal(number, forward)
                 if kind == "X" and value.lstrip("-").isdigit():
                     return Call(int(value))
     finally:
@@ -636,6 +638,9 @@ def _become(request: Request, fds: list[int]) -> str | None:
     os.umask(request.umask)
     os.environ.clear()
     os.environ.update(request.env)
+    import time
+
+    time.tzset()  # the caller's TZ, for local times (a note's commit date)
     sys.argv = [request.program, *request.args]
     _streams(dict(zip(request.passed, fds)))
     return None

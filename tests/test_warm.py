@@ -97,6 +97,7 @@ def test_an_eval_served_warm_prints_logs_and_exits_as_a_cold_one(warm, hill, tmp
     second = real("hills", "eval", folder, "-H", hill)
     assert second.code == 0, second.output
     assert served(warm) == 1, log_of(warm)
+    assert "housekeeping failed" not in log_of(warm)
     cold = real("hills", "eval", folder, "-H", hill, env=dict(os.environ, HILLS_WARM="off"))
     assert served(warm) == 1
     assert without_ids(json.loads(second.out)) == without_ids(json.loads(cold.out))
@@ -146,6 +147,24 @@ def test_ctrl_c_reaches_the_worker_and_the_eval_is_logged_interrupted(warm, hill
     last = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))[-1]["report"]
     assert last["status"] == "interrupted" and last["reason"] == "interrupted by the user (Ctrl-C)"
     assert " served eval: exit 130" in log_of(warm).replace("hills eval", "eval")
+
+
+def test_a_signal_the_caller_ignores_is_not_passed_on(warm, hill, tmp_path):
+    real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
+    wait_for_server(warm)
+    slow = sub(tmp_path / "slow", **{"sleep.txt": "2"})
+    marker = str(hills_home() / "runs" / hill) + "/"
+    # As under nohup: SIGHUP ignored, which a cold eval leaves ignored too.
+    process = subprocess.Popen(["bash", "-c", f"trap '' HUP; exec hills eval {slow} -H {hill}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not evaluator_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGHUP)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, out + err
+    assert json.loads(out)["status"] == "passing"
+    assert served(warm) == 1, log_of(warm)
 
 
 def evaluator_processes(marker):
