@@ -187,17 +187,22 @@ def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_pat
     process = subprocess.Popen(["hills", "eval", str(slow), "-H", hill], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     marker = str(hills_home() / "runs" / hill) + "/"
+    log = attempts_log(hill, tree_of(Path(".hills") / hill))
+
+    def running():  # the evaluator's process is up and its started entry logged
+        return evaluator_processes(marker) and "started" in log_entries(log)[-1]
+
     deadline = time.monotonic() + 30
-    while not evaluator_processes(marker) and time.monotonic() < deadline:
+    while not running() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert evaluator_processes(marker), "the evaluator never started"
+    assert running(), "the evaluator never started"
     process.kill()
     process.communicate(timeout=30)
     deadline = time.monotonic() + 10
     while evaluator_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert evaluator_processes(marker) == []
-    entries = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))
+    entries = log_entries(log)
     assert "started" in entries[-1] and "report" not in entries[-1]  # no outcome: ABANDONED
     shown = real("hills", "attempts", hill)
     assert "ABANDONED" in shown.out, shown.output
