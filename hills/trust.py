@@ -57,6 +57,12 @@ def _preload() -> None:
         pass  # said by the signing that needs it, as a missing dependency
 
 
+def load_library() -> None:
+    """Load `cryptography`'s Ed25519 now, in this thread (the warm server,
+    before it forks its workers); no key is read."""
+    _preload()
+
+
 class Keys:
     """The machine's keys as one command sees them: `public` (None when the
     machine has no Ed25519 key), `legacy` (the old HMAC secret or None) and,
@@ -111,6 +117,12 @@ class Keys:
             self._private = _load_backend().private(self._seed)
         signature: bytes = self._private.sign(data)
         return signature
+
+    @property
+    def loaded(self) -> bool:
+        """Whether a signature needs no wait for `cryptography` to load (a
+        warm worker's case: the server loaded it)."""
+        return _Backend.loaded is not None and (self._loading is None or not self._loading.is_alive())
 
     def wait(self) -> None:
         """Let `cryptography` finish loading, when `preload` started it."""

@@ -413,10 +413,9 @@ def _preload(modules: list[str]) -> None:
         pass
     # The signature library is imported on a thread in a cold eval; here it
     # is loaded before any fork, so no worker starts a thread for it.
-    try:
-        from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: F401
-    except ImportError:
-        pass
+    from . import trust
+
+    trust.load_library()
     import gc
 
     # What is loaded now stays: the workers' collections never walk it, so
