@@ -505,4 +505,7 @@ def _update_copy(target: str, staged: str, commit: str, data: list[str]) -> None
         os.makedirs(os.path.dirname(os.path.join(target, rel)), exist_ok=True)
         os.replace(os.path.join(staged, rel), os.path.join(target, rel))
     hill_module.write_excludes(target, blobs)
+    # The files' stat data into the index, as after a commit: an eval then
+    # knows the copy clean without git (gitobjects.clean_by_stat).
+    repo.run("update-index", "-q", "--refresh", ok_codes=(0, 1))
 

@@ -108,6 +108,12 @@ def test_unbundle_rebuilds_registers_and_keeps_the_tree_hash(source, tmp_path):
     for rel in ("private/answers.csv", "private/twin.txt", "data/weights.bin", "eval.py", "hill.yaml"):
         assert (rebuilt / rel).read_bytes() == (hill_dir / rel).read_bytes(), rel
     assert git(rebuilt, "status", "--porcelain", "--untracked-files=all").out == ""
+    # Its index holds the files' stat data: an eval knows it clean without git.
+    from hills import gitobjects
+    from hills.hill import excluded_blobs
+
+    assert gitobjects.clean_by_stat(str(rebuilt / ".vc"), str(rebuilt), logged[0]["tree_hash"],
+                                    excluded_blobs(str(rebuilt)))
     assert (rebuilt / ".vc" / "shallow").read_text().strip() == logged[0]["commit"]
     assert (rebuilt / ".vc" / "hooks" / "pre-commit").exists()
     # Scored there as at home: same tree, clean, official.

@@ -73,6 +73,16 @@ def test_a_climber_evaluates_through_the_service_and_the_report_says_so(service)
     assert folder not in json.dumps(report)
 
 
+def test_the_services_copy_is_known_clean_without_git(service):
+    from hills import gitobjects
+    from hills.git import Repo
+    from hills.hill import excluded_blobs
+
+    copy = service.state / "project" / ".hills" / DEMO
+    tree = Repo(copy).run("rev-parse", "HEAD^{tree}").strip()
+    assert gitobjects.clean_by_stat(str(copy / ".vc"), str(copy), tree, excluded_blobs(str(copy)))
+
+
 def test_same_user_reports_say_same_user_and_the_local_user(service):
     made = make_hill(service, service.climber, "own", extra_env=same_user())
     assert made.code == 0, made.err
