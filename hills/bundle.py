@@ -237,6 +237,10 @@ def unbundle(path: str, project_dir: str | None = None, register: bool = True,
         _restore_data(reader, members, staging, data)
         repo.run("read-tree", manifest["commit"])
         repo.run("checkout-index", "-a", "-f")
+        # The files' stat data into the index (checkout-index leaves it
+        # empty): an eval then knows the hill clean without git
+        # (gitobjects.clean_by_stat), as after a commit.
+        repo.run("update-index", "-q", "--refresh", ok_codes=(0, 1))
         write_excludes(staging, [rel for rel in data if not rel.startswith(locks.PRIVATE_DIR + "/")])
         install_hook(staging)
         os.rename(staging, target)

@@ -97,6 +97,9 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     layout = Layout(state_dir)
     layout.prepare()
     listener = _listen(path)
+    from . import warm
+
+    warm.preload()  # each connection's fork starts with the eval's code loaded
     import signal
 
     def stop(signum: int, frame: object) -> None:

@@ -21,6 +21,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 PROTOCOL = "hills-warm 1"
@@ -395,6 +396,22 @@ def _home() -> str:
     if home:
         return os.path.abspath(os.path.expanduser(home))
     return os.path.join(os.path.expanduser("~"), ".autolab", "hills")
+
+
+# The modules an eval loads, for a server told nothing else (the evaluation
+# service); the warm server preloads those its first eval loaded.
+EVAL_MODULES = ("hills.commands.eval", "hills.evaluate", "hills.runner", "hills.sandbox", "hills.chain",
+                "hills.report", "hills.measures", "hills.seeds", "hills.rescore", "hills.gitobjects",
+                "hills.snapshot", "hills.locks", "hills.uvenv", "hills.pin", "hills.manifest", "hills.replicates",
+                "hills.progress", "hills.signing", "hills.trust", "hills.hill", "hills.spaces", "hills.sdk",
+                "hills.caller", "hills.names", "hills.gate", "hills.yamlfile", "hills.schema", "subprocess", "json")
+
+
+def preload(modules: Iterable[str] = EVAL_MODULES) -> None:
+    """Load `modules`, the signature library and the SHA-1 of large notes
+    in a process that forks one process per request, then freeze what is
+    loaded, so the forks share it and their collections never walk it."""
+    _preload(list(modules))
 
 
 def _preload(modules: list[str]) -> None:
