@@ -118,7 +118,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     children: set[int] = set()
     try:
         while True:
-            _reap(children)
+            warm.reap(children)
             try:
                 listener.settimeout(1.0)
                 conn, _ = listener.accept()
@@ -172,16 +172,6 @@ def _listen(path: str) -> socket.socket:
     os.chmod(path, 0o666)
     listener.listen(128)
     return listener
-
-
-def _reap(children: set[int]) -> None:
-    for pid in list(children):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            children.discard(pid)
 
 
 def _refuse_busy(conn: socket.socket) -> None:

@@ -325,7 +325,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     signal.signal(signal.SIGHUP, stop)
     try:
         while True:
-            _reap(children)
+            reap(children)
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
@@ -459,7 +459,9 @@ def _same_user(conn: Any) -> bool:
     return uid == os.getuid()
 
 
-def _reap(children: set[int]) -> None:
+def reap(children: set[int]) -> None:
+    """Wait for the forks in `children` that have ended (a server forking
+    per request: this one and the evaluation service), without blocking."""
     for pid in list(children):
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, on_machine, real,
+from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, on_machine, processes_with, real,
                            submission, tree_of)
 
 MODES = ["ok", "hang", "crash", "segfault", "nan", "inf", "bool-metric", "not-dict", "no-passed",
@@ -142,21 +142,6 @@ def token():
 def logged_last(name="bad"):
     """The newest report in the log of hill `name` (cwd is its project)."""
     return log_entries(attempts_log(name, tree_of(os.path.join(".hills", name))))[-1]["report"]
-
-
-def processes_with(word):
-    """Host pids whose command line holds `word` (zombies have none)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if word.encode() in handle.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def gone(word):

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import BWRAP_USABLE, REPO_ROOT
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills_home, log_entries, make_hill, real, submission, tree_of
+from eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -158,26 +158,13 @@ def test_a_signal_the_caller_ignores_is_not_passed_on(warm, hill, tmp_path):
     process = subprocess.Popen(["bash", "-c", f"trap '' HUP; exec hills eval {slow} -H {hill}"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not evaluator_processes(marker) and time.monotonic() < deadline:
+    while not processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGHUP)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, out + err
     assert json.loads(out)["status"] == "passing"
     assert served(warm) == 1, log_of(warm)
-
-
-def evaluator_processes(marker):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if marker.encode() in handle.read():
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_path):
@@ -190,7 +177,7 @@ def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_pat
     log = attempts_log(hill, tree_of(Path(".hills") / hill))
 
     def running():  # the evaluator's process is up and its started entry logged
-        return evaluator_processes(marker) and "started" in log_entries(log)[-1]
+        return processes_with(marker) and "started" in log_entries(log)[-1]
 
     deadline = time.monotonic() + 30
     while not running() and time.monotonic() < deadline:
@@ -199,9 +186,9 @@ def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_pat
     process.kill()
     process.communicate(timeout=30)
     deadline = time.monotonic() + 10
-    while evaluator_processes(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert evaluator_processes(marker) == []
+    assert processes_with(marker) == []
     entries = log_entries(log)
     assert "started" in entries[-1] and "report" not in entries[-1]  # no outcome: ABANDONED
     shown = real("hills", "attempts", hill)
