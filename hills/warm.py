@@ -77,7 +77,16 @@ def key() -> str:
     """The digest naming the server this call would use: the package's
     sources, the interpreter, HILLS_HOME and the variables that change the
     interpreter (docs/warm.md, "Which server")."""
-    from .digests import sha256
+    if TYPE_CHECKING:
+        from hashlib import sha256
+    else:
+        try:  # the one builtin hash module needed, not hills.digests' four
+            from _sha2 import sha256  # Python 3.12 and later
+        except ImportError:
+            try:
+                from _sha256 import sha256
+            except ImportError:
+                from hashlib import sha256
 
     package = os.path.dirname(os.path.abspath(__file__))
     parts = [sys.version, sys.executable, str(sys.flags), package]
