@@ -135,9 +135,10 @@ def call(program: str, args: list[str]) -> Call:
             conn.connect(path)
         except OSError:
             return Call(None, start=True, path=path)
-        payload = _request(program, args)
-        fds = [fd for fd in (0, 1, 2) if _is_open(fd)]
         try:
+            # A current folder that is gone, say: the cold eval explains it.
+            payload = _request(program, args)
+            fds = [fd for fd in (0, 1, 2) if _is_open(fd)]
             _send(conn, payload, fds)
             return _await(conn)
         except OSError:

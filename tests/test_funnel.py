@@ -154,3 +154,20 @@ def test_the_funnel_imports_nothing_from_hills_nor_click():
                      for alias in node.names]
     assert not any(name.split(".")[0] == "click" for name in names)
     assert hills_imports == ["__version__"], "errors.py may read the version, nothing else of hills"
+
+
+@pytest.mark.parametrize("argv", [["eval", "/nowhere/sub", "-H", "x"], ["status", "x"], ["describe", "x"]])
+def test_a_command_started_in_a_removed_folder_says_so(tmp_path, argv):
+    import subprocess
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # The shell's folder is removed under it: every command says what to do, none crashes.
+    done = subprocess.run(["bash", "-c", f"cd {gone} && rmdir {gone} && exec hills {' '.join(argv)}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 4, done.stderr
+    # (The test suite's python3 is a shell script, which says so first.)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("sh: ")]
+    assert lines == ["error: the current folder no longer exists (it was removed after this shell entered it)",
+                     "hint: cd to a folder that exists and run the command again"]
+    assert not list((Path(os.environ["HILLS_HOME"]) / "logs").glob("crash-*"))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def run(call: Callable[[], int], *, hint: Callable[[], str | None] | None = None) -> int:
     """errors.funnel, knowing where hills keeps crash logs and which
     failed writes are the user's to fix."""
-    return errors.funnel(call, hint=hint, explainers=(_write_problem,), crash_dir=_crash_dir)
+    return errors.funnel(call, hint=hint, explainers=(_write_problem, _folder_gone), crash_dir=_crash_dir)
 
 
 def _write_problem(exc: BaseException) -> errors.HillsError | None:
@@ -28,6 +28,18 @@ def _write_problem(exc: BaseException) -> errors.HillsError | None:
     from .. import state
 
     return state.write_problem(exc)
+
+
+def _folder_gone(exc: BaseException) -> errors.HillsError | None:
+    # A command started in a folder removed since: the user's to fix.
+    if not isinstance(exc, FileNotFoundError):
+        return None
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return errors.EnvironmentProblem("the current folder no longer exists (it was removed after this shell "
+                                         "entered it)", hint="cd to a folder that exists and run the command again")
+    return None
 
 
 def _crash_dir() -> str:
