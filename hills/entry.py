@@ -43,10 +43,7 @@ def main() -> None:
     fast = _fast_path(program, args)
     if fast is not None and verb in LEAVE_AT_ONCE and _flushed():
         if served is not None and served.start and fast in (0, 1):
-            served_path = served.path
-            from . import warm
-
-            warm.start(served_path)
+            warm.start(served.path)  # for the next eval
         # Without the interpreter's teardown: an eval has loaded about 150
         # modules, and unloading them costs it about 5 ms. Nothing an eval
         # leaves needs it: its files are closed by `with`, its threads are

@@ -790,7 +790,7 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
     from . import sdk
 
     solution, snapshot_dir = ctx.spec["solution"], rep.submission_dir
-    inputs = solution["inputs"].get(ctx.split) if solution["inputs"] else None
+    inputs = _solution_inputs(ctx)
     if inputs:
         source = os.path.join(ctx.run_hill_dir, inputs)
         if not os.path.isdir(source):
@@ -802,7 +802,7 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
                           hint="rename it: hills copies the split's inputs there before the solution phase")
         state.copy_tree(source, target)
     when = solution["when"]
-    ran = not when or os.path.lexists(os.path.join(snapshot_dir, when))
+    ran = _takes_solution(solution, snapshot_dir)
     if ran and solution.get("generate"):
         from . import seeds
 
@@ -1380,11 +1380,20 @@ def _boots_first(ctx: EvalContext, rep: Replicate) -> bool:
     if ctx.spec["evaluator"]["shape"] != "function":
         return False
     solution = ctx.spec["solution"]
-    if not solution:
-        return True
+    return not solution or not (_solution_inputs(ctx) or _takes_solution(solution, rep.submission_dir))
+
+
+def _solution_inputs(ctx: EvalContext) -> str | None:
+    """The folder of the hill the solution phase gets as its inputs, if any."""
+    inputs = ctx.spec["solution"]["inputs"]
+    return inputs.get(ctx.split) if inputs else None
+
+
+def _takes_solution(solution: dict[str, Any], snapshot_dir: str) -> bool:
+    """Whether the submission takes the solution phase: it holds the
+    `when` file (or the phase has none)."""
     when = solution["when"]
-    inputs = solution["inputs"].get(ctx.split) if solution["inputs"] else None
-    return bool(when) and not inputs and not os.path.lexists(os.path.join(rep.submission_dir, when))
+    return not when or os.path.lexists(os.path.join(snapshot_dir, when))
 
 
 def _replicate(ctx: EvalContext, index: int) -> Replicate:

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 PROTOCOL = "hills-warm 1"
-STOP = "hills-warm stop"
 IDLE_S = 600
 _LOCK = -1  # the server's lock on its socket path, which no worker keeps
 MAX_REQUEST = 1 << 20
@@ -293,8 +292,6 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     import fcntl
     import socket
 
-    if idle_s is None:
-        idle_s = _idle_seconds()
     global _LOCK
     lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -307,7 +304,9 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     except FileNotFoundError:
         pass
     _preload(modules)
-    home = _home()
+    from . import state
+
+    home = state.home()
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -323,6 +322,8 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     inode = os.stat(path).st_ino
     _write_info(path, home)
     _log(path, f"server {os.getpid()} started for HILLS_HOME {home}")
+    if idle_s is None:
+        idle_s = _idle_seconds(path)
     children: set[int] = set()
     last = _now()
     reason = "idle"
@@ -388,24 +389,26 @@ class _Stopped(Exception):
     """A stop signal reached the server."""
 
 
-def _idle_seconds() -> float:
-    try:
-        return max(1.0, float(os.environ.get("HILLS_WARM_IDLE_S", IDLE_S)))
-    except ValueError:
+def _idle_seconds(path: str) -> float:
+    """HILLS_WARM_IDLE_S, at least a second; a value that is not a number
+    is said in the log, and the default kept."""
+    given = os.environ.get("HILLS_WARM_IDLE_S")
+    if given is None:
         return float(IDLE_S)
+    try:
+        value = float(given)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1.0 or value == float("inf"):
+        _log(path, f"HILLS_WARM_IDLE_S={given!r} is not a number of seconds (at least 1): {IDLE_S} s instead")
+        return float(IDLE_S)
+    return value
 
 
 def _now() -> float:
     import time
 
     return time.monotonic()
-
-
-def _home() -> str:
-    home = os.environ.get("HILLS_HOME")
-    if home:
-        return os.path.abspath(os.path.expanduser(home))
-    return os.path.join(os.path.expanduser("~"), ".autolab", "hills")
 
 
 # The modules an eval loads, for a server told nothing else (the evaluation

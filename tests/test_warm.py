@@ -315,3 +315,29 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
             unchecked.wait(timeout=30)
     finally:
         remove_user(user)
+
+
+def test_a_malformed_request_or_idle_time_is_logged_and_the_server_serves_on(warm, hill, tmp_path, monkeypatch):
+    import _socket
+
+    folder = sub(tmp_path / "s")
+    monkeypatch.setenv("HILLS_WARM_IDLE_S", "soon")
+    assert real("hills", "eval", folder, "-H", hill).code == 0
+    wait_for_server(warm)
+    assert "HILLS_WARM_IDLE_S='soon' is not a number of seconds (at least 1): 600 s instead" in log_of(warm)
+    [socket_path] = warm.glob("*.sock")
+    for garbage in (b"\x00\x00\x00\x05hello", b"\xff\xff\xff\xff", b"\x00\x00\x00\x10hills-warm 9\x00x\x00y"):
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        conn.connect(str(socket_path))
+        conn.sendall(garbage)
+        conn.shutdown(_socket.SHUT_WR)
+        assert conn.recv(100) == b""  # no P, no X: a caller would run its eval cold
+        conn.close()
+    deadline = time.monotonic() + 10
+    while log_of(warm).count("refused a request") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log_of(warm).count("refused a request") == 3, log_of(warm)
+    assert "request of 4294967295 bytes, at most 1048576" in log_of(warm)
+    assert "protocol 'hills-warm 9', expected 'hills-warm 1'" in log_of(warm)
+    served_eval = real("hills", "eval", folder, "-H", hill)
+    assert served_eval.code == 0 and served(warm) == 1, log_of(warm)
