@@ -625,9 +625,11 @@ def _fresh(path: str) -> str:
     return path
 
 
-def run_function(ctx: EvalContext, rep: Replicate, gate: Callable[[], None] | None = None) -> RunResult:
-    """Run a function-shape evaluator through the shim; `gate` (the started
-    entry) runs while its process boots, before it may run (runner.run)."""
+def run_function(ctx: EvalContext, rep: Replicate, gate: Callable[[], None] | None = None,
+                 prepare: Callable[[], None] | None = None) -> RunResult:
+    """Run a function-shape evaluator through the shim; `prepare` (the
+    intake) and `gate` (the started entry) run while its process boots,
+    before it may run (runner.run)."""
     request = {"hill_dir": ctx.run_hill_dir, "entry": ctx.spec["evaluator"]["entry"], "submission": rep.submission_dir,
                "final": ctx.final, "params": ctx.params}
     env = evaluator_env(ctx, rep.env)
@@ -638,7 +640,7 @@ def run_function(ctx: EvalContext, rep: Replicate, gate: Callable[[], None] | No
                          own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP,
                          stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
                          stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
-                         result_pipe=True, gate=gate)
+                         result_pipe=True, gate=gate, prepare=prepare)
     failure = _failure(ctx.spec, process)
     if failure:
         return RunResult(rep, process, *failure)
@@ -1208,13 +1210,29 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     # by then, where loading at the first signature would wait all of it.
     plan.key.preload()
     cache = locks.StatCache(plan.hill.path)
-    expected = _prepare_hill(plan, os.path.join(run_dir, "hill"), cache)
-    envelope["submission_git"] = lineage(req.submission)
-    envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
-    progress.header(say, envelope, req.submission, plan.spec.get("version"))
-    ctx = build_context(plan, run_dir, expected, say)
+    run_hill_dir = os.path.join(run_dir, "hill")
+    intake: Callable[[], None] | None = None
+    python = None
+    if _takes_in_while_booting(plan, start):
+        assert plan.tree_hash is not None
+        python = uvenv.ready(plan.hill.name, plan.tree_hash)  # a build needs the hill's files first
+    if python is not None:
+        # The evaluator's process boots while the hill and the submission
+        # are copied in: its folders exist, empty, before it starts, and are
+        # filled before it gets its key (runner.run's `prepare`).
+        expected = _expected_locks(plan, cache)
+        os.mkdir(run_hill_dir)
+        ctx = build_context(plan, run_dir, expected, say, python=python)
+
+        def intake() -> None:
+            _copy_hill(plan, run_hill_dir, expected, into=True)
+            _take_submission(plan, run_dir, envelope, say)
+    else:
+        expected = _prepare_hill(plan, run_hill_dir, cache)
+        _take_submission(plan, run_dir, envelope, say)
+        ctx = build_context(plan, run_dir, expected, say)
     try:
-        runs = _run_replicates(ctx, say, start)
+        runs = _run_replicates(ctx, say, start, intake)
     finally:
         ctx.confinement.close()
     if runs.unit_tests is not None:
@@ -1247,6 +1265,32 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
         _check_locks(plan.hill, expected, cache)
 
 
+def _take_submission(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
+    """Snapshot the submission into the run folder's source/, and say what is scored."""
+    req = plan.request
+    envelope["submission_git"] = lineage(req.submission)
+    envelope["submission_hash"] = snapshot.snapshot(req.submission, os.path.join(run_dir, "source"))
+    progress.header(say, envelope, req.submission, plan.spec.get("version"))
+
+
+def _takes_in_while_booting(plan: EvalPlan, start: Callable[[EvalContext], None] | None) -> bool:
+    """Whether the evaluator's process may boot while the hill and the
+    submission are copied in: a committed version (not --current) scored
+    by a function evaluator that is the first process to run (no solution
+    phase, or one this submission does not take: `_boots_first`, asked of
+    the submission's folder, and asked again of the snapshot), and
+    `cryptography` already loaded (a warm worker), which otherwise loads
+    meanwhile, holding the interpreter lock a process's start needs. (Its
+    environment must be built, too: _pipeline.)"""
+    spec, req = plan.spec, plan.request
+    if not isinstance(start, _Start) or not plan.key.loaded or req.current or plan.tree_hash is None \
+            or spec["evaluator"]["shape"] != "function":
+        return False
+    solution = spec["solution"]
+    return not solution or not ((solution["inputs"] or {}).get("holdout" if req.final else "validation")
+                                or _takes_solution(solution, os.fspath(req.submission)))
+
+
 def _check_locks(hill: Hill, expected: Locks, cache: locks.StatCache) -> None:
     """Verify the hill's private data and public blobs against their locks."""
     try:
@@ -1269,25 +1313,42 @@ def _prepare_hill(plan: EvalPlan, run_hill_dir: str, cache: locks.StatCache) -> 
         if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
         return {}
+    expected = _expected_locks(plan, cache)
+    _copy_hill(plan, run_hill_dir, expected)
+    return expected
+
+
+def _expected_locks(plan: EvalPlan, cache: locks.StatCache) -> Locks:
+    """The pinned tree's lock entries, once the hill's data on disk is
+    checked against them."""
+    hill = plan.hill
     assert plan.head is not None and plan.tree_hash is not None  # resolve() refused an uncommitted hill
-    pristine, expected = pinned_files(hill, plan.head, plan.tree_hash)
+    _, expected = pinned_files(hill, plan.head, plan.tree_hash)
     try:
         _check_locks(hill, expected, cache)
     except Refused as exc:
         # Drift found before the run is the hill's, not the submission's:
         # no candidate can be scored until the data is restored.
         raise NotScored(exc.message, hint=exc.hint) from None
-    state.copy_tree(pristine, run_hill_dir)
-    if expected[locks.PRIVATE_LOCK]:
-        os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
-    _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
     return expected
 
 
-def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> EvalContext:
+def _copy_hill(plan: EvalPlan, run_hill_dir: str, expected: Locks, into: bool = False) -> None:
+    """The pinned tree into `run_hill_dir` (an empty folder there, `into`),
+    with links to its private data and its locked blobs."""
+    hill = plan.hill
+    assert plan.head is not None and plan.tree_hash is not None
+    pristine, _ = pinned_files(hill, plan.head, plan.tree_hash)
+    state.copy_tree(pristine, run_hill_dir, into=into)
+    if expected[locks.PRIVATE_LOCK]:
+        os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
+    _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
+
+
+def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say, python: str | None = None) -> EvalContext:
     """The one EvalContext of an eval whose run folder holds the hill and
     the snapshot: the hill environment's interpreter (made once per
-    version) and the evaluator's confinement."""
+    version, unless `python` is it already) and the evaluator's confinement."""
     req, hill, spec = plan.request, plan.hill, plan.spec
     run_hill_dir = os.path.join(run_dir, "hill")
     if req.current:
@@ -1296,7 +1357,8 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
         assert plan.tree_hash is not None  # resolve() refused a hill without commits
         env_key = plan.tree_hash
     progress.phase(say, "preparing the hill's environment")
-    python = uvenv.ensure(hill.name, env_key, run_hill_dir, say=say)
+    if python is None:
+        python = uvenv.ensure(hill.name, env_key, run_hill_dir, say=say)
     sdk_dir = sdk_path(say)
     level = sandbox.level_for(spec)
     public = [os.path.join(hill.path, rel) for rel in expected.get(locks.BLOBS_LOCK, {})]
@@ -1312,28 +1374,36 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say) -> Ev
                        confinement=confinement, seed_key=os.urandom(16).hex())
 
 
-def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], None] | None = None) -> Runs:
+def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], None] | None = None,
+                    intake: Callable[[], None] | None = None) -> Runs:
     """Run the replicates, seeds 0..N-1, and the frozen unit tests after the
     first; stop at the first that does not pass. `start` is called once the
     exclusive resource is held and the first replicate's folder is ready,
-    just before anything of it runs."""
+    just before anything of it runs. `intake` (_pipeline) fills the run
+    folder while the first replicate's evaluator boots, its folder then
+    filled from the snapshot after it."""
     cores: list[dict[str, Any]] = []
     duration, dropped, tests = 0.0, 0, None
     status, reason = "passing", None
     solution: dict[str, Any] = {"runs": 0, "duration_s": 0.0}
     with _Resource(ctx.spec["exclusive"], ctx.queue, say):
         for seed in range(ctx.repeat):
-            rep = scored = _replicate(ctx, seed)
+            filling = intake if seed == 0 else None
+            rep = scored = _replicate(ctx, seed, filled=filling is None)
             # Where nothing runs before the evaluator, its process boots
             # while the started entry is signed and appended; not while
             # `cryptography` still loads, which holds the interpreter lock
             # the start of a process needs (measured: 7 ms slower).
-            early = isinstance(start, _Start) and start.plan.key.loaded and _boots_first(ctx, rep)
-            if start is not None and not early:
+            early = filling is None and isinstance(start, _Start) and start.plan.key.loaded \
+                and _boots_first(ctx, rep)
+            if start is not None and not early and filling is None:
                 start(ctx)
             run: RunResult | None = None
             replicate = f"replicate {seed + 1} of {ctx.repeat}: " if ctx.repeat > 1 else ""
-            if ctx.spec["solution"]:
+            if filling is not None:
+                assert start is not None
+                run = _run_taking_in(ctx, rep, say, replicate, start, filling)
+            elif ctx.spec["solution"]:
                 progress.phase(say, replicate + "solution phase")
                 phase, run = run_solution(ctx, rep)
                 if phase.process is not None:
@@ -1373,6 +1443,40 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
                 solution if ctx.spec["solution"] else None)
 
 
+def _run_taking_in(ctx: EvalContext, rep: Replicate, say: Say, label: str, start: Callable[[EvalContext], None],
+                   intake: Callable[[], None]) -> RunResult:
+    """The first replicate, its evaluator booting while `intake` fills the
+    run folder (_pipeline): then the snapshot is copied into the
+    replicate's folder and, for a solution phase this submission does not
+    take, its outputs into theirs, all before the evaluator gets its key.
+    The folders it is given, or kept from, exist as it starts."""
+    solution = ctx.spec["solution"]
+    scored, outputs_dir = rep, None
+    if solution:
+        progress.phase(say, label + "solution phase")
+        os.makedirs(ctx.source_dir, exist_ok=True)  # hidden from the scoring phase, so there before it starts
+        outputs_dir = _fresh(os.path.join(ctx.run_dir, "outputs" + rep.tag))
+        os.mkdir(outputs_dir)
+        scored = scoring_replicate(ctx, rep, outputs_dir)
+
+    def prepare() -> None:
+        intake()
+        if solution and _takes_solution(solution, ctx.source_dir):
+            raise Refused(f"submission entry '{solution['when']}' appeared while the submission was copied",
+                          hint="leave the submission folder alone while hills evaluates it")
+        state.copy_tree(ctx.source_dir, rep.submission_dir, symlinks=True, into=True)
+        if outputs_dir is not None:
+            _collect_outputs(rep.submission_dir, outputs_dir, solution["outputs"],
+                             f"the submission holds neither '{solution['when']}' nor")
+        progress.phase(say, label + "scoring")
+
+    try:
+        return run_function(ctx, scored, gate=lambda: start(ctx), prepare=prepare)
+    except _BadOutput as exc:
+        start(ctx)  # logged after its started entry, as run_solution's outcome is
+        return RunResult(rep, runner.ProcessOutcome(), "buggy", str(exc))
+
+
 def _boots_first(ctx: EvalContext, rep: Replicate) -> bool:
     """Whether the replicate's first process is a function evaluator: no
     solution phase, or one the submission does not take (no `when` file)
@@ -1396,14 +1500,18 @@ def _takes_solution(solution: dict[str, Any], snapshot_dir: str) -> bool:
     return not when or os.path.lexists(os.path.join(snapshot_dir, when))
 
 
-def _replicate(ctx: EvalContext, index: int) -> Replicate:
-    """A fresh copy of the snapshot for replicate `index`, and its environment."""
+def _replicate(ctx: EvalContext, index: int, filled: bool = True) -> Replicate:
+    """A fresh copy of the snapshot for replicate `index`, and its
+    environment; its folder left empty, to be filled later, unless `filled`."""
     from . import seeds
 
     tag = "" if ctx.repeat == 1 else f"-{index}"
     seed, secret = seeds.replicate_seed(ctx.spec, ctx.seed_key, index), seeds.secret_seed(ctx.seed_key, index)
     submission_dir = _fresh(os.path.join(ctx.run_dir, "submission" + tag))
-    state.copy_tree(ctx.source_dir, submission_dir, symlinks=True)
+    if filled:
+        state.copy_tree(ctx.source_dir, submission_dir, symlinks=True)
+    else:
+        os.mkdir(submission_dir)
     config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(ctx.run_dir, "scratch" + tag)))
     env = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": ctx.split, "HILLS_REPLICATE_SEED": str(seed),
            "PYTHONPATH": ctx.sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}

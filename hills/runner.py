@@ -267,7 +267,8 @@ class ProcessOutcome:
 
 def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float | None, stdout_path: str,
         stderr_path: str, verbose: bool = False, result_pipe: bool = False,
-        own_pid_namespace: bool = False, gate: Callable[[], None] | None = None) -> ProcessOutcome:
+        own_pid_namespace: bool = False, gate: Callable[[], None] | None = None,
+        prepare: Callable[[], None] | None = None) -> ProcessOutcome:
     """Run `argv` under the watchdog. When `result_pipe`, a pipe's write end
     is passed to the child as an inherited fd, named in env HILLS_RESULT_FD,
     and a fresh seal key arrives on its stdin; the message it writes there,
@@ -287,7 +288,12 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     evaluator, so the child boots (the sandbox, the interpreter, the shim)
     while `gate` runs, and nothing of the hill runs before `gate` returns;
     the watchdog and the duration count from then. When `gate` raises, the
-    child gets no key, is ended, and the exception goes on."""
+    child gets no key, is ended, and the exception goes on.
+
+    `prepare` (with `gate`): called first, while the child boots, where a
+    stop signal interrupts it (the run is then interrupted, and the child
+    ended, before `gate`); `gate` itself runs with stop signals held until
+    it returns, so what it writes is never cut in half."""
     if not own_pid_namespace:
         become_subreaper()
     callers_children = frozenset(_children())
@@ -346,6 +352,8 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
             if key_w >= 0:
                 assert gate is not None
                 try:
+                    if prepare is not None:
+                        _prepare(prepare, stops)
                     gate()
                 except BaseException:
                     os.close(key_w)  # no key: the shim leaves before the evaluator is imported
@@ -390,6 +398,19 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
                           result_bytes=result_bytes, result_unsealed=result_unsealed,
                           result_overflow=result_overflow, duration_s=duration_s,
                           output_dropped=sum(p.dropped for p in pumps), killed_leftovers=killed_leftovers)
+
+
+def _prepare(prepare: Callable[[], None], stops: _StopSignals) -> None:
+    """Run `prepare` with stop signals armed: one kept while the child
+    started (or arriving now) interrupts it."""
+    if stops.pending:
+        early, stops.pending = stops.pending, None
+        raise KeyboardInterrupt(early)
+    stops.armed = True
+    try:
+        prepare()
+    finally:
+        stops.armed = False
 
 
 def _seal_key_pipe() -> tuple[int, bytes]:

@@ -229,11 +229,15 @@ def atomic_write(path: Path | str, data: bytes | str, mode: int = 0o644) -> None
 def copy_tree(source: Path | str, target: Path | str, **options: Any) -> object:
     """shutil.copytree, but its first error is raised as itself (a full disk
     with its errno and the file it was writing) rather than folded into a
-    list of texts. A plain copy (no option but `symlinks`) is made with os
-    calls: importing shutil loads its compressors, a few ms of every eval."""
-    if not set(options) - {"symlinks"}:
-        _copy_folder(os.fspath(source), os.fspath(target), bool(options.get("symlinks")))
+    list of texts. A plain copy (no option but `symlinks` and `into`) is
+    made with os calls: importing shutil loads its compressors, a few ms of
+    every eval. `into=True` copies into `target`, an empty folder that
+    exists (one already bound into a sandbox, say), instead of creating it."""
+    if not set(options) - {"symlinks", "into"}:
+        _copy_folder(os.fspath(source), os.fspath(target), bool(options.get("symlinks")),
+                     into=bool(options.get("into")))
         return target
+    assert not options.get("into"), "into= is for plain copies"
     import shutil
 
     first: list[OSError] = []
@@ -253,13 +257,18 @@ def copy_tree(source: Path | str, target: Path | str, **options: Any) -> object:
         raise
 
 
-def _copy_folder(source: str, target: str, symlinks: bool) -> None:
+def _copy_folder(source: str, target: str, symlinks: bool, into: bool = False) -> None:
     """What shutil.copytree(source, target, symlinks=symlinks) copies, with
     the data, mode, times and extended attributes shutil.copy2 keeps; a
-    link is copied as a link under `symlinks`, else what it leads to."""
+    link is copied as a link under `symlinks`, else what it leads to.
+    `into`: `target` is an empty folder already there."""
     with os.scandir(source) as scan:
         entries = list(scan)
-    os.makedirs(target)
+    if into:
+        if os.listdir(target):
+            raise OSError(errno.ENOTEMPTY, "a folder to copy into must be empty", target)
+    else:
+        os.makedirs(target)
     for entry in entries:
         destination = os.path.join(target, entry.name)
         if entry.is_symlink() and symlinks:

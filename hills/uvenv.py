@@ -154,6 +154,17 @@ def changed_since_built(env_dir: str) -> str | None:
     return None
 
 
+def ready(name: str, key: str) -> str | None:
+    """The interpreter of the environment `key` of hill `name` when it is
+    built and as it was built (what `ensure` would return without building
+    anything), else None."""
+    env_dir = env_path(name, key)
+    if os.path.isfile(os.path.join(env_dir, MARKER)) and os.path.exists(python_of(env_dir)) \
+            and changed_since_built(env_dir) is None:
+        return python_of(env_dir)
+    return None
+
+
 def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], object] | None = None) -> str:
     """The interpreter of the environment `key` of hill `name`, built from
     `source_dir` (pyproject.toml + uv.lock) on first use, then reused as is
