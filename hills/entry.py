@@ -31,7 +31,7 @@ def main() -> None:
     remote = _through_service(program, args)
     if remote is not None:
         sys.exit(remote)
-    verb = _fast_verb(program, args)
+    verb = fast_verb(program, args)
     served = None
     if verb in WARM and not _asks_help(args):
         from . import warm
@@ -118,7 +118,7 @@ def _slow(program: str, args: list[str]) -> int:
     return cli.main(program, args)
 
 
-def _fast_verb(program: str, args: list[str]) -> str | None:
+def fast_verb(program: str, args: list[str]) -> str | None:
     """The fast verb `program` started with `args` names, if any."""
     if program in ("hills", "git-hill") and args[:1] and args[0] in FAST:
         return args[0]
@@ -128,7 +128,7 @@ def _fast_verb(program: str, args: list[str]) -> str | None:
 def _fast_path(program: str, args: list[str]) -> int | None:
     """The exit code of a call its fast path takes, or None for one it
     leaves to click (help, a mistake, another verb)."""
-    verb = _fast_verb(program, args)
+    verb = fast_verb(program, args)
     if verb is None:
         return None
     if program in ("hills", "git-hill"):

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any, ContextManager
 
     from .hill import Hill
+    from .standby import Standby
     from .trust import Keys
 
     Say = Callable[[str], None]
@@ -626,21 +627,23 @@ def _fresh(path: str) -> str:
 
 
 def run_function(ctx: EvalContext, rep: Replicate, gate: Callable[[], None] | None = None,
-                 prepare: Callable[[], None] | None = None) -> RunResult:
+                 prepare: Callable[[], None] | None = None, started: runner.Started | None = None) -> RunResult:
     """Run a function-shape evaluator through the shim; `prepare` (the
     intake) and `gate` (the started entry) run while its process boots,
-    before it may run (runner.run)."""
-    request = {"hill_dir": ctx.run_hill_dir, "entry": ctx.spec["evaluator"]["entry"], "submission": rep.submission_dir,
-               "final": ctx.final, "params": ctx.params}
-    env = evaluator_env(ctx, rep.env)
-    # The fd number is only known once the pipe exists; the shim reads it from env.
-    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, json.dumps(request)], ctx.run_dir,
-                                     hide=rep.hidden)
-    process = runner.run(argv, cwd=ctx.run_dir, env=env, timeout=ctx.spec["timeout"],
-                         own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP,
-                         stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
-                         stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")), verbose=ctx.verbose,
-                         result_pipe=True, gate=gate, prepare=prepare)
+    before it may run (runner.run). `started`: a standby's process, used
+    only where its argv and environment are this run's own, else ended."""
+    argv, env = _function_call(ctx, rep)
+    if started is not None and (started.argv, started.env) != (argv, env):
+        started.discard()
+        started = None
+    if started is not None:
+        process = started.finish(ctx.spec["timeout"], gate=gate, prepare=prepare)
+    else:
+        process = runner.run(argv, cwd=ctx.run_dir, env=env, timeout=ctx.spec["timeout"],
+                             own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP,
+                             stdout_path=_fresh(os.path.join(ctx.run_dir, f"stdout{rep.tag}.log")),
+                             stderr_path=_fresh(os.path.join(ctx.run_dir, f"stderr{rep.tag}.log")),
+                             verbose=ctx.verbose, result_pipe=True, gate=gate, prepare=prepare)
     failure = _failure(ctx.spec, process)
     if failure:
         return RunResult(rep, process, *failure)
@@ -677,6 +680,17 @@ def run_function(ctx: EvalContext, rep: Replicate, gate: Callable[[], None] | No
     if core["passed"]:
         return RunResult(rep, process, "passing", None, core)
     return RunResult(rep, process, "failing", core["details"].get("reason"), core)
+
+
+def _function_call(ctx: EvalContext, rep: Replicate) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a function evaluator's process."""
+    request = {"hill_dir": ctx.run_hill_dir, "entry": ctx.spec["evaluator"]["entry"], "submission": rep.submission_dir,
+               "final": ctx.final, "params": ctx.params}
+    env = evaluator_env(ctx, rep.env)
+    # The fd number is only known once the pipe exists; the shim reads it from env.
+    argv = ctx.confinement.evaluator([ctx.python, "-c", _SHIM_BOOT, json.dumps(request)], ctx.run_dir,
+                                     hide=rep.hidden)
+    return argv, env
 
 
 def _failure(spec: Spec, process: runner.ProcessOutcome) -> tuple[str, str] | None:
@@ -967,15 +981,28 @@ def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
     every path (scored, refused, interrupted, crashed) is logged and
     returned as the Outcome."""
     plan = resolve(req)
-    run_dir = _open_run(plan)
-    envelope = _envelope(plan, os.path.basename(run_dir))
-    with _budget_lock(plan), state.file_lock(os.path.join(run_dir, ".in-use")):
-        _guard_budget(plan, run_dir)
-        outcome = _run_logged(plan, run_dir, envelope, say)
+    held = _adopt(plan)
+    try:
+        run_dir = _open_run(plan, held)
+        envelope = _envelope(plan, os.path.basename(run_dir))
+        in_use = held.in_use() if held is not None else state.file_lock(os.path.join(run_dir, ".in-use"))
+        with _budget_lock(plan), in_use:
+            _guard_budget(plan, run_dir)
+            outcome = _run_logged(plan, run_dir, envelope, say, held)
+    finally:
+        if held is not None:
+            held.discard(keep_folder=True)  # a no-op once the eval took its process
     if outcome.scored:
         name = req.hill.name
         state.housekeeping(lambda: prune_runs(name))
     return outcome
+
+
+def _adopt(plan: EvalPlan) -> Standby | None:
+    """The standby this process holds, where `plan` fits it (docs/standby.md):
+    only a warm server's spare ever loads hills.standby and makes one."""
+    held = sys.modules.get(f"{__package__}.standby")
+    return held.adopt(plan) if held is not None else None
 
 
 def evaluate_unlogged(req: EvalRequest, run_dir: str, say: Say = _quiet) -> Report:
@@ -1062,14 +1089,17 @@ def _official(req: EvalRequest, tree_hash: str | None) -> tuple[bool, str | None
     return official, official_reason, bool(changed)
 
 
-def _open_run(plan: EvalPlan) -> str:
-    """Make the run folder, once the attempts log is known to take the
-    outcome: a log that cannot refuses before the evaluator runs."""
+def _open_run(plan: EvalPlan, held: Standby | None = None) -> str:
+    """Make the run folder (a standby's is made already), once the attempts
+    log is known to take the outcome: a log that cannot refuses before the
+    evaluator runs."""
     hill = plan.hill
     try:
         chain.check_appendable(attempts_path(hill.name, plan.log_tree, hill.path), plan.key)
     except Refused as exc:
         raise NotScored(exc.message, hint=exc.hint or f"see 'hills attempts {hill.name}'") from None
+    if held is not None:
+        return held.ctx.run_dir
     run_dir = os.path.join(state.runs_dir(hill.name), _run_id())
     os.makedirs(run_dir)
     return run_dir
@@ -1165,7 +1195,7 @@ class _Start:
         self.link = {"seq": entry["seq"], "mac": entry["mac"]}
 
 
-def _run_logged(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> Outcome:
+def _run_logged(plan: EvalPlan, run_dir: str, envelope: Report, say: Say, held: Standby | None = None) -> Outcome:
     """Run the pipeline and log its report, whatever happens: refusals,
     interrupts and bugs in hills are attempts too (no survivorship). The
     `started` entry goes first, before anything submitted runs."""
@@ -1173,7 +1203,7 @@ def _run_logged(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> Out
     try:
         # A full disk or a read-only folder is the machine's problem, named, not a bug in hills.
         with state.write_errors_as_problems(run_dir):
-            _pipeline(plan, run_dir, envelope, say, start)
+            _pipeline(plan, run_dir, envelope, say, start, held)
     except HillsError as exc:
         envelope.update(status="refused", passed=False, reason=exc.message)
         _finish(plan, envelope, start.link)
@@ -1200,10 +1230,11 @@ def _interrupted(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None)
 
 
 def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
-              start: Callable[[EvalContext], None] | None = None) -> None:
+              start: Callable[[EvalContext], None] | None = None, held: Standby | None = None) -> None:
     """DESIGN section 6, steps 2 to 5: verify the locks, fill the run folder,
     run the replicates, and record them in `envelope`; `start` logs the
-    `started` entry once nothing is left to refuse (not for an unlogged eval)."""
+    `started` entry once nothing is left to refuse (not for an unlogged eval).
+    `held`: the standby this eval adopted (its context, folders and process)."""
     req = plan.request
     # `cryptography` signs the started entry before anything runs: loading
     # while the hill and the submission are copied, it is there (or nearly)
@@ -1213,16 +1244,21 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     run_hill_dir = os.path.join(run_dir, "hill")
     intake: Callable[[], None] | None = None
     python = None
-    if _takes_in_while_booting(plan, start):
+    if held is None and _takes_in_while_booting(plan, isinstance(start, _Start)):
         assert plan.tree_hash is not None
         python = uvenv.ready(plan.hill.name, plan.tree_hash)  # a build needs the hill's files first
-    if python is not None:
-        # The evaluator's process boots while the hill and the submission
-        # are copied in: its folders exist, empty, before it starts, and are
-        # filled before it gets its key (runner.run's `prepare`).
-        expected = _expected_locks(plan, cache)
-        os.mkdir(run_hill_dir)
-        ctx = build_context(plan, run_dir, expected, say, python=python)
+    if held is not None or python is not None:
+        # The evaluator's process boots (or a standby's waits) while the
+        # hill and the submission are copied in: its folders exist, empty,
+        # before it starts, and are filled before it gets its key
+        # (runner.run's `prepare`).
+        if held is not None:
+            expected, ctx = held.expected, held.ctx
+            progress.phase(say, "preparing the hill's environment")
+        else:
+            expected = _expected_locks(plan, cache)
+            os.mkdir(run_hill_dir)
+            ctx = build_context(plan, run_dir, expected, say, python=python)
 
         def intake() -> None:
             _copy_hill(plan, run_hill_dir, expected, into=True)
@@ -1232,7 +1268,7 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
         _take_submission(plan, run_dir, envelope, say)
         ctx = build_context(plan, run_dir, expected, say)
     try:
-        runs = _run_replicates(ctx, say, start, intake)
+        runs = _run_replicates(ctx, say, start, intake, held)
     finally:
         ctx.confinement.close()
     if runs.unit_tests is not None:
@@ -1273,7 +1309,7 @@ def _take_submission(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -
     progress.header(say, envelope, req.submission, plan.spec.get("version"))
 
 
-def _takes_in_while_booting(plan: EvalPlan, start: Callable[[EvalContext], None] | None) -> bool:
+def _takes_in_while_booting(plan: EvalPlan, logged: bool) -> bool:
     """Whether the evaluator's process may boot while the hill and the
     submission are copied in: a committed version (not --current) scored
     by a function evaluator that is the first process to run (no solution
@@ -1283,7 +1319,7 @@ def _takes_in_while_booting(plan: EvalPlan, start: Callable[[EvalContext], None]
     meanwhile, holding the interpreter lock a process's start needs. (Its
     environment must be built, too: _pipeline.)"""
     spec, req = plan.spec, plan.request
-    if not isinstance(start, _Start) or not plan.key.loaded or req.current or plan.tree_hash is None \
+    if not logged or not plan.key.loaded or req.current or plan.tree_hash is None \
             or spec["evaluator"]["shape"] != "function":
         return False
     solution = spec["solution"]
@@ -1375,7 +1411,7 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say, pytho
 
 
 def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], None] | None = None,
-                    intake: Callable[[], None] | None = None) -> Runs:
+                    intake: Callable[[], None] | None = None, held: Standby | None = None) -> Runs:
     """Run the replicates, seeds 0..N-1, and the frozen unit tests after the
     first; stop at the first that does not pass. `start` is called once the
     exclusive resource is held and the first replicate's folder is ready,
@@ -1389,7 +1425,8 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
     with _Resource(ctx.spec["exclusive"], ctx.queue, say):
         for seed in range(ctx.repeat):
             filling = intake if seed == 0 else None
-            rep = scored = _replicate(ctx, seed, filled=filling is None)
+            rep = scored = held.rep if held is not None and seed == 0 else _replicate(ctx, seed,
+                                                                                    filled=filling is None)
             # Where nothing runs before the evaluator, its process boots
             # while the started entry is signed and appended; not while
             # `cryptography` still loads, which holds the interpreter lock
@@ -1402,7 +1439,7 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
             replicate = f"replicate {seed + 1} of {ctx.repeat}: " if ctx.repeat > 1 else ""
             if filling is not None:
                 assert start is not None
-                run = _run_taking_in(ctx, rep, say, replicate, start, filling)
+                run = _run_taking_in(ctx, rep, say, replicate, start, filling, held if seed == 0 else None)
             elif ctx.spec["solution"]:
                 progress.phase(say, replicate + "solution phase")
                 phase, run = run_solution(ctx, rep)
@@ -1444,20 +1481,19 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
 
 
 def _run_taking_in(ctx: EvalContext, rep: Replicate, say: Say, label: str, start: Callable[[EvalContext], None],
-                   intake: Callable[[], None]) -> RunResult:
+                   intake: Callable[[], None], held: Standby | None = None) -> RunResult:
     """The first replicate, its evaluator booting while `intake` fills the
     run folder (_pipeline): then the snapshot is copied into the
     replicate's folder and, for a solution phase this submission does not
     take, its outputs into theirs, all before the evaluator gets its key.
     The folders it is given, or kept from, exist as it starts."""
     solution = ctx.spec["solution"]
-    scored, outputs_dir = rep, None
     if solution:
         progress.phase(say, label + "solution phase")
-        os.makedirs(ctx.source_dir, exist_ok=True)  # hidden from the scoring phase, so there before it starts
-        outputs_dir = _fresh(os.path.join(ctx.run_dir, "outputs" + rep.tag))
-        os.mkdir(outputs_dir)
-        scored = scoring_replicate(ctx, rep, outputs_dir)
+    if held is not None:  # its folders are the ones its sandbox mounted: never made again
+        scored, outputs_dir = held.scored, held.outputs_dir
+    else:
+        scored, outputs_dir = _intake_folders(ctx, rep)
 
     def prepare() -> None:
         intake()
@@ -1471,10 +1507,23 @@ def _run_taking_in(ctx: EvalContext, rep: Replicate, say: Say, label: str, start
         progress.phase(say, label + "scoring")
 
     try:
-        return run_function(ctx, scored, gate=lambda: start(ctx), prepare=prepare)
+        return run_function(ctx, scored, gate=lambda: start(ctx), prepare=prepare,
+                            started=held.take() if held is not None else None)
     except _BadOutput as exc:
         start(ctx)  # logged after its started entry, as run_solution's outcome is
         return RunResult(rep, runner.ProcessOutcome(), "buggy", str(exc))
+
+
+def _intake_folders(ctx: EvalContext, rep: Replicate) -> tuple[Replicate, str | None]:
+    """The replicate the first evaluator scores, and its outputs folder
+    when a solution phase is skipped, made (empty) before it starts: the
+    folders hidden from the scorer must be there to be hidden."""
+    if not ctx.spec["solution"]:
+        return rep, None
+    os.makedirs(ctx.source_dir, exist_ok=True)
+    outputs_dir = _fresh(os.path.join(ctx.run_dir, "outputs" + rep.tag))
+    os.mkdir(outputs_dir)
+    return scoring_replicate(ctx, rep, outputs_dir), outputs_dir
 
 
 def _boots_first(ctx: EvalContext, rep: Replicate) -> bool:

@@ -294,45 +294,54 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
     stop signal interrupts it (the run is then interrupted, and the child
     ended, before `gate`); `gate` itself runs with stop signals held until
     it returns, so what it writes is never cut in half."""
+    started = start(argv, cwd=cwd, env=env, stdout_path=stdout_path, stderr_path=stderr_path, verbose=verbose,
+                    result_pipe=result_pipe, own_pid_namespace=own_pid_namespace, gated=gate is not None)
+    return started.finish(timeout, gate=gate, prepare=prepare)
+
+
+def start(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stdout_path: str, stderr_path: str,
+          verbose: bool = False, result_pipe: bool = False, own_pid_namespace: bool = False,
+          gated: bool = False, hold_signals: bool = True) -> Started:
+    """Start `argv` as `run` does and return it running, for `Started.finish`
+    (or `Started.discard`). `gated` (with `result_pipe`): the child waits for
+    its seal key until finish() sends it. `hold_signals`: stop signals are
+    caught from now on (kept until finish() can act on them); a standby
+    (docs/standby.md) leaves them to its process until finish()."""
     if not own_pid_namespace:
         become_subreaper()
-    callers_children = frozenset(_children())
-    exit_code: int | None = None
-    timed_out = interrupted = False
-    stop_signal: str | None = None
-    result_bytes: bytes | None = None
-    result_overflow = result_unsealed = False
+    self = Started()
+    self.argv, self.env = list(argv), dict(env)
+    self.callers_children = frozenset(_children())
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pass_fds: tuple[int, ...] = ()
-    reader = None
     stdin: int = subprocess.DEVNULL
-    seal_key = b""
-    key_w = -1
     if result_pipe:
         res_r, res_w = os.pipe()
         env = dict(env, HILLS_RESULT_FD=str(res_w))
         pass_fds = (res_w,)
-        if gate is None:
-            stdin, seal_key = _seal_key_pipe()
+        if not gated:
+            stdin, self.seal_key = _seal_key_pipe()
         else:
-            seal_key = os.urandom(SEAL_KEY_SIZE)
-            stdin, key_w = os.pipe()
-            os.set_inheritable(key_w, False)
+            self.seal_key = os.urandom(SEAL_KEY_SIZE)
+            stdin, self.key_w = os.pipe()
+            os.set_inheritable(self.key_w, False)
     echo_out = _echo_stream() if verbose else None
-    pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
-    started = time.monotonic()
+    self.pumps = [_Pump(out_r, stdout_path, OUTPUT_CAP, echo_out), _Pump(err_r, stderr_path, OUTPUT_CAP, echo_out)]
+    self.started = time.monotonic()
     # Installed before the evaluator starts, but disarmed: a stop signal
     # arriving while it starts is kept, and acted on once it can be killed.
-    stops = _StopSignals()
-    stops.armed = False
+    if hold_signals:
+        self.stops = _StopSignals()
+        self.stops.armed = False
     try:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w,
-                                   stderr=err_w, pass_fds=pass_fds, start_new_session=True)
+        self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w,
+                                        stderr=err_w, pass_fds=pass_fds, start_new_session=True)
     except BaseException:
-        stops.restore()
-        if key_w >= 0:
-            os.close(key_w)
+        if self.stops is not None:
+            self.stops.restore()
+        if self.key_w >= 0:
+            os.close(self.key_w)
         raise
     finally:
         os.close(out_w)
@@ -340,64 +349,115 @@ def run(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout: float
         if result_pipe:
             os.close(res_w)
             os.close(stdin)
-    for pump in pumps:
+    for pump in self.pumps:
         pump.start()
     if result_pipe:
-        reader = _ResultReader(res_r, RESULT_CAP)
-        reader.start()
+        self.reader = _ResultReader(res_r, RESULT_CAP)
+        self.reader.start()
     if own_pid_namespace:
         become_subreaper()
-    try:
+    return self
+
+
+class Started:
+    """An evaluator process `start` started: its pipes, its output pumps,
+    and (gated) the seal key it waits for."""
+
+    process: subprocess.Popen[bytes]
+    argv: list[str]
+    env: dict[str, str]
+
+    def __init__(self) -> None:
+        self.callers_children: frozenset[int] = frozenset()
+        self.pumps: list[_Pump] = []
+        self.reader: _ResultReader | None = None
+        self.seal_key = b""
+        self.key_w = -1
+        self.stops: _StopSignals | None = None
+        self.started = 0.0
+
+    def finish(self, timeout: float | None, gate: Callable[[], None] | None = None,
+               prepare: Callable[[], None] | None = None) -> ProcessOutcome:
+        """Run `prepare` and `gate` (as `run` says), send the key, and wait
+        for the process under the watchdog; everything it left is ended."""
+        process = self.process
+        if self.stops is None:
+            self.stops = _StopSignals()
+            self.stops.armed = False
+        stops = self.stops
+        exit_code: int | None = None
+        timed_out = interrupted = False
+        stop_signal: str | None = None
+        result_bytes: bytes | None = None
+        result_overflow = result_unsealed = False
         try:
-            if key_w >= 0:
-                assert gate is not None
-                try:
-                    if prepare is not None:
-                        _prepare(prepare, stops)
-                    gate()
-                except BaseException:
-                    os.close(key_w)  # no key: the shim leaves before the evaluator is imported
-                    key_w = -1
-                    _kill_group(process)
-                    raise
-                try:
-                    os.write(key_w, seal_key)
-                except BrokenPipeError:
-                    pass  # the child is gone; its exit says why
-                finally:
-                    os.close(key_w)
-                    key_w = -1
-                started = time.monotonic()
-            stops.armed = True
-            if stops.pending:
-                early, stops.pending = stops.pending, None
-                stops.armed = False
-                raise KeyboardInterrupt(early)
-            exit_code = _wait(process, timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            try:
+                if self.key_w >= 0:
+                    assert gate is not None
+                    try:
+                        if prepare is not None:
+                            _prepare(prepare, stops)
+                        gate()
+                    except BaseException:
+                        self._withhold_key()  # no key: the shim leaves before the evaluator is imported
+                        _kill_group(process)
+                        raise
+                    try:
+                        os.write(self.key_w, self.seal_key)
+                    except BrokenPipeError:
+                        pass  # the child is gone; its exit says why
+                    finally:
+                        self._withhold_key()
+                    self.started = time.monotonic()
+                stops.armed = True
+                if stops.pending:
+                    early, stops.pending = stops.pending, None
+                    stops.armed = False
+                    raise KeyboardInterrupt(early)
+                exit_code = _wait(process, timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process)
+        except KeyboardInterrupt as exc:
+            interrupted, stop_signal = True, str(exc) or "SIGINT"
             _kill_group(process)
-    except KeyboardInterrupt as exc:
-        interrupted, stop_signal = True, str(exc) or "SIGINT"
-        _kill_group(process)
-    finally:
-        stops.armed = False
-        duration_s = time.monotonic() - started
-        killed_leftovers = _end_group(process) + reap_everything(keep=callers_children)
-        for pump in pumps:
+        finally:
+            stops.armed = False
+            duration_s = time.monotonic() - self.started
+            killed_leftovers = self._end()
+            if self.reader is not None:
+                result_overflow = self.reader.overflow
+                result_bytes = unseal(bytes(self.reader.data), self.seal_key)
+                result_unsealed = result_bytes is None and bool(self.reader.data)
+            stops.restore()
+        if stops.pending:
+            raise KeyboardInterrupt(stops.pending)
+        return ProcessOutcome(exit_code=exit_code, timed_out=timed_out, interrupted=interrupted,
+                              stop_signal=stop_signal, result_bytes=result_bytes, result_unsealed=result_unsealed,
+                              result_overflow=result_overflow, duration_s=duration_s,
+                              output_dropped=sum(p.dropped for p in self.pumps), killed_leftovers=killed_leftovers)
+
+    def discard(self) -> None:
+        """End the process without its key (the shim then leaves before it
+        imports anything of the hill), and everything it started."""
+        self._withhold_key()
+        _kill_group(self.process)
+        self._end()
+        if self.stops is not None:
+            self.stops.restore()
+
+    def _withhold_key(self) -> None:
+        if self.key_w >= 0:
+            os.close(self.key_w)
+            self.key_w = -1
+
+    def _end(self) -> int:
+        killed = _end_group(self.process) + reap_everything(keep=self.callers_children)
+        for pump in self.pumps:
             pump.join(timeout=5)
-        if reader is not None:
-            reader.join(timeout=5)
-            result_overflow = reader.overflow
-            result_bytes = unseal(bytes(reader.data), seal_key)
-            result_unsealed = result_bytes is None and bool(reader.data)
-        stops.restore()
-    if stops.pending:
-        raise KeyboardInterrupt(stops.pending)
-    return ProcessOutcome(exit_code=exit_code, timed_out=timed_out, interrupted=interrupted, stop_signal=stop_signal,
-                          result_bytes=result_bytes, result_unsealed=result_unsealed,
-                          result_overflow=result_overflow, duration_s=duration_s,
-                          output_dropped=sum(p.dropped for p in pumps), killed_leftovers=killed_leftovers)
+        if self.reader is not None:
+            self.reader.join(timeout=5)
+        return killed
 
 
 def _prepare(prepare: Callable[[], None], stops: _StopSignals) -> None:

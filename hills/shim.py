@@ -179,6 +179,10 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"ok": True, "signature": shown}))
         return 0
     result_fd, seal_key = _take_channel(request["result_fd"])
+    if len(seal_key) != SEAL_KEY_SIZE:
+        # No key came (the eval was refused, or its standby ended, before
+        # the started entry): nothing of the hill may run.
+        return 3
     with os.fdopen(result_fd, "wb") as result:
         try:
             function = _load(hill_dir, entry)

@@ -12,7 +12,8 @@ Wire format, one request per connection: a 4-byte big-endian length and a
 payload of NUL-separated fields (the fields never hold a NUL), the caller's
 standard streams passed alongside as SCM_RIGHTS. Replies are lines: `P PID`
 (the worker runs), `X CODE` (its exit code), `D REASON` (declined: the
-caller runs the eval itself)."""
+caller runs the eval itself), `R` (a spare made for another request: send
+it again, docs/standby.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
+    from typing import Any, NoReturn
 
 PROTOCOL = "hills-warm 1"
 IDLE_S = 600
@@ -35,7 +36,7 @@ LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE
 # Variables that decide how the interpreter behaves before a request is
 # read, and so name another server.
 KEYED_PREFIXES = ("PYTHON", "LC_")
-KEYED_NAMES = ("LANG", "HILLS_HOME", "HOME")
+KEYED_NAMES = ("LANG", "HILLS_HOME", "HOME", "HILLS_WARM_STANDBY")
 
 
 # -- the client ---------------------------------------------------------------
@@ -115,35 +116,42 @@ class Call:
     the caller runs the eval itself; `start` says a server should be
     started for the next one (there was none), at `path`."""
 
-    def __init__(self, code: int | None, start: bool = False, path: str | None = None):
-        self.code, self.start, self.path = code, start, path
+    def __init__(self, code: int | None, start: bool = False, path: str | None = None, retry: bool = False):
+        self.code, self.start, self.path, self.retry = code, start, path, retry
 
 
 def call(program: str, args: list[str]) -> Call:
     """Send `program args` to this user's warm server; Call(None) when
-    there is none or it declined, so the caller runs the eval cold."""
+    there is none or it declined, so the caller runs the eval cold. A
+    spare made for another call answers "retry" (docs/standby.md): the
+    request is sent once more, to the server."""
     import _socket
 
     folder = socket_dir()
     if folder is None:
         return Call(None, start=True)
     path = os.path.join(folder, key() + ".sock")
-    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
+    payload = b""
+    for _ in range(2):
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            conn.connect(path)
-        except OSError:
-            return Call(None, start=True, path=path)
-        try:
-            # A current folder that is gone, say: the cold eval explains it.
-            payload = _request(program, args)
-            fds = [fd for fd in (0, 1, 2) if _is_open(fd)]
-            _send(conn, payload, fds)
-            return _await(conn)
-        except OSError:
-            return Call(None)
-    finally:
-        conn.close()
+            try:
+                conn.connect(path)
+            except OSError:
+                return Call(None, start=True, path=path)
+            try:
+                # A current folder that is gone, say: the cold eval explains it.
+                payload = payload or _request(program, args)
+                fds = [fd for fd in (0, 1, 2) if _is_open(fd)]
+                _send(conn, payload, fds)
+                answer = _await(conn)
+            except OSError:
+                return Call(None)
+        finally:
+            conn.close()
+        if not answer.retry:
+            return answer
+    return Call(None)
 
 
 def _is_open(fd: int) -> bool:
@@ -240,6 +248,8 @@ def _await(conn: Any) -> Call:
                 kind, _, value = line.decode("ascii", "replace").partition(" ")
                 if kind == "D":
                     return Call(None)
+                if kind == "R":
+                    return Call(None, retry=True)
                 if kind == "P" and value.isdigit():
                     worker = int(value)
                     for number in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
@@ -318,13 +328,15 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     finally:
         os.umask(old_mask)
     listener.listen(64)
-    listener.settimeout(1.0)
+    # Non-blocking, for the server and its spare alike (they share it): each
+    # accepts once select says a connection waits, and one may take it first.
+    listener.setblocking(False)
     inode = os.stat(path).st_ino
     _write_info(path, home)
     _log(path, f"server {os.getpid()} started for HILLS_HOME {home}")
     if idle_s is None:
         idle_s = _idle_seconds(path)
-    children: set[int] = set()
+    server = _Server(listener, path)
     last = _now()
     reason = "idle"
     import signal
@@ -336,44 +348,37 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     signal.signal(signal.SIGHUP, stop)
     try:
         while True:
-            reap(children)
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                if not _still_ours(path, inode):
-                    reason = "its socket was replaced"
-                    break
-                if home and not os.path.isdir(home):
-                    reason = "HILLS_HOME is gone"
-                    break
-                if not children and _now() - last > idle_s:
-                    break
-                continue
-            last = _now()
-            if _stopped(path):
-                conn.close()
-                reason = "stopped"
-                break
-            if not _same_user(conn):
-                _log(path, "refused a connection from another user")
-                conn.close()
-                continue
-            pid = os.fork()
-            if pid == 0:
+            if server.wait(1.0):
+                last = _now()
+            if server.accepting():
+                last = _now()
                 try:
-                    listener.close()
-                    _worker(conn, path)
-                finally:
-                    # Whatever happens in a worker, it never goes back into
-                    # the server's loop or its clean-up.
-                    from . import entry
-
-                    entry.leave_now(3)
-            children.add(pid)
-            conn.close()
+                    conn, _ = listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    continue  # the spare took it
+                if _stopped(path):
+                    conn.close()
+                    reason = "stopped"
+                    break
+                if not _same_user(conn):
+                    _log(path, "refused a connection from another user")
+                    conn.close()
+                    continue
+                server.fork_worker(conn)
+                continue
+            if not _still_ours(path, inode):
+                reason = "its socket was replaced"
+                break
+            if home and not os.path.isdir(home):
+                reason = "HILLS_HOME is gone"
+                break
+            if not server.children and _now() - last > idle_s:
+                break
+            server.fork_spare()
     except _Stopped as exc:
         reason = f"stopped by {exc}"
     finally:
+        server.end_spare()
         if _still_ours(path, inode):
             for leftover in (path, path + ".json", path + ".stop", path + ".lock"):
                 try:
@@ -383,6 +388,163 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
         listener.close()
         _log(path, f"server {os.getpid()} stopped: {reason}")
     return 0
+
+
+class _Server:
+    """The server's children: the workers (each with a pipe on which it
+    sends the request it serves, and whose end says it ended), and at most
+    one spare (docs/standby.md), which says on its own pipe when it waits
+    for a connection (the server then leaves the socket to it), when it
+    took one, and when it gave up."""
+
+    def __init__(self, listener: Any, path: str) -> None:
+        self.listener, self.path = listener, path
+        self.children: set[int] = set()
+        self.reports: dict[int, tuple[int, bytearray]] = {}
+        self.last_request: bytes | None = None
+        self.spare, self.spare_fd, self.spare_waits = 0, -1, False
+        self._ready: list[Any] = []
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for a connection or word from a child; whether a spare took
+        a connection (that is activity too)."""
+        import select
+
+        watched: list[Any] = [fd for fd, _ in self.reports.values()]
+        if self.spare_fd >= 0:
+            watched.append(self.spare_fd)
+        if not self.spare_waits:
+            watched.append(self.listener)
+        try:
+            self._ready = select.select(watched, [], [], timeout)[0]
+        except InterruptedError:
+            self._ready = []
+        took = False
+        for pid, (fd, got) in list(self.reports.items()):
+            if fd in self._ready:
+                chunk = _read_some(fd)
+                if chunk:
+                    got += chunk
+                    continue
+                os.close(fd)
+                del self.reports[pid]
+                _wait_for(pid, 10.0)  # its pipe closes as it exits: reaped now, so a spare can follow
+                self.children.discard(pid)
+                if got:
+                    self.last_request = bytes(got)
+        if self.spare_fd >= 0 and self.spare_fd in self._ready:
+            said = _read_some(self.spare_fd)
+            if b"W" in said:
+                self.spare_waits = True
+            if b"T" in said:
+                # A worker now, serving the request it was made for: the end
+                # of its pipe says when it ended, as a worker's does.
+                self.children.add(self.spare)
+                self.reports[self.spare] = (self.spare_fd, bytearray())
+                self.spare, self.spare_fd, self.spare_waits = 0, -1, False
+                took = True
+            elif not said or b"G" in said:
+                self.last_request = None  # made for nothing, or for another request: not again
+                self.children.add(self.spare)  # reaped with the workers; it is leaving
+                os.close(self.spare_fd)
+                self.spare, self.spare_fd, self.spare_waits = 0, -1, False
+        reap(self.children)
+        return took
+
+    def accepting(self) -> bool:
+        return self.listener in self._ready
+
+    def fork_worker(self, conn: Any) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                self.listener.close()
+                _worker(conn, self.path, write)
+            finally:
+                # Whatever happens in a worker, it never goes back into
+                # the server's loop or its clean-up.
+                from . import entry
+
+                entry.leave_now(3)
+        os.close(write)
+        conn.close()
+        self.children.add(pid)
+        self.reports[pid] = (read, bytearray())
+
+    def fork_spare(self) -> None:
+        """A spare for the last request served, once no worker runs."""
+        if self.spare or self.children or self.reports or self.last_request is None or not standby_enabled():
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                _spare(self.listener, self.last_request, self.path, write)
+            finally:
+                from . import entry
+
+                entry.leave_now(3)
+        os.close(write)
+        self.spare, self.spare_fd, self.spare_waits = pid, read, False
+
+    def end_spare(self) -> None:
+        """Stop the spare (it ends its standby and removes its run folder),
+        unless it has just taken a connection."""
+        if not self.spare:
+            return
+        said = _read_some(self.spare_fd, block=False)
+        if b"T" not in said:
+            import signal
+
+            try:
+                os.kill(self.spare, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            _wait_for(self.spare, 10.0)
+        os.close(self.spare_fd)
+        self.spare = 0
+
+
+def _read_some(fd: int, block: bool = True) -> bytes:
+    """What a child wrote on its pipe, up to 64 KiB; b"" at its end (or,
+    not `block`, when it wrote nothing)."""
+    if not block:
+        import select
+
+        if not select.select([fd], [], [], 0)[0]:
+            return b""
+    try:
+        return os.read(fd, 1 << 16)
+    except OSError:
+        return b""
+
+
+def _wait_for(pid: int, timeout: float) -> None:
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(0.01)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def standby_enabled() -> bool:
+    """Whether this server makes spares (`HILLS_WARM_STANDBY=off` says no)."""
+    return os.environ.get("HILLS_WARM_STANDBY", "").lower() not in ("off", "0", "no", "false")
 
 
 class _Stopped(Exception):
@@ -568,21 +730,16 @@ def _receive(conn: Any) -> tuple[bytes, list[int]]:
     return payload, fds
 
 
-def _worker(conn: Any, path: str) -> None:
+def _worker(conn: Any, path: str, report: int = -1) -> None:
     """One request, in a fresh fork: decline, or become the caller's
-    `hills eval` and report its exit code."""
-    import signal
+    `hills eval` and report its exit code. The request it serves goes back
+    to the server on `report`, for a spare (docs/standby.md)."""
     import time
 
     from . import entry
 
     forked = time.monotonic()
-    if _LOCK >= 0:
-        os.close(_LOCK)
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.setpgid(0, 0)
+    _leave_the_server()
     try:
         payload, fds = _receive(conn)
         request = Request(payload.decode("utf-8", "surrogateescape").split("\0"))
@@ -591,22 +748,57 @@ def _worker(conn: Any, path: str) -> None:
         entry.leave_now(0)
     reason = _mismatch(request, fds) or _become(request, fds)
     if reason is not None:
-        _log(path, f"worker {os.getpid()} declined: {reason}")
+        _decline(conn, path, reason)
+    if report >= 0:
         try:
-            conn.sendall(f"D {reason}\n".encode("utf-8", "replace"))
+            os.set_blocking(report, False)
+            os.write(report, payload)  # more than the pipe holds (64 KiB): no spare for it
         except OSError:
             pass
-        entry.leave_now(0)
+    _run(conn, path, request, forked)
+
+
+def _leave_the_server() -> None:
+    """A fork's first step: the server's lock and signal handlers are not its own."""
+    import signal
+
+    if _LOCK >= 0:
+        os.close(_LOCK)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.setpgid(0, 0)
+
+
+def _decline(conn: Any, path: str, reason: str) -> NoReturn:
+    from . import entry
+
+    _log(path, f"worker {os.getpid()} declined: {reason}")
+    try:
+        conn.sendall(f"D {reason}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
+    entry.leave_now(0)
+
+
+def _run(conn: Any, path: str, request: Request, forked: float, standby: Any = None) -> NoReturn:
+    """Run the request as the caller's `hills eval`, having become the
+    caller, and send its exit code; housekeeping after."""
+    import time
+
+    from . import entry, state
+
     conn.sendall(f"P {os.getpid()}\n".encode())
     _watch(conn)
-    from . import state
-
     state.deferred = []
     code = entry.run_here(request.program, request.args)
+    if standby is not None:
+        standby.discard()  # what its eval did not take (a usage error never reaches one)
     _flush()
     took = (time.monotonic() - forked) * 1000
+    used = " with its standby" if standby is not None and standby.used else ""
     _log(path, f"worker {os.getpid()} served {request.program} {' '.join(request.args[:1])}: exit {code}, "
-               f"{took:.0f} ms")
+               f"{took:.0f} ms{used}")
     _done.set()
     try:
         conn.sendall(f"X {code}\n".encode())
@@ -618,6 +810,100 @@ def _worker(conn: Any, path: str) -> None:
         except Exception as exc:
             _log(path, f"worker {os.getpid()}: housekeeping failed: {type(exc).__name__}: {exc}")
     entry.leave_now(0)
+
+
+# -- the spare (docs/standby.md) ----------------------------------------------
+
+def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
+    """Become the caller of `payload`, the last request served, make a
+    standby for it, and serve the next connection if it is that request
+    again; any other gets "retry" (R) and goes to the server. Says on
+    `notify`: W (waiting), T (took its request), G (gone, for another)."""
+    import select
+    import signal
+    import time
+
+    from . import entry, standby
+
+    _leave_the_server()
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    made = None
+    try:
+        request = Request(payload.decode("utf-8", "surrogateescape").split("\0"))
+        if _mismatch(request, list(request.passed)) or _become(request, None):
+            return
+        made = _standby_for(request, path)
+        if made is None:
+            return
+        standby.current = made
+        _log(path, f"spare {os.getpid()} waits with a standby in {made.ctx.run_dir}")
+        os.write(notify, b"W")
+        while True:
+            if not select.select([listener], [], [], 1.0)[0]:
+                continue
+            try:
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                continue  # the server took it
+            if _same_user(conn):
+                break
+            _log(path, "refused a connection from another user")
+            conn.close()
+        forked = time.monotonic()
+        try:
+            asked, fds = _receive(conn)
+        except (OSError, ValueError) as exc:
+            _log(path, f"spare {os.getpid()} refused a request: {exc}")
+            os.write(notify, b"G")
+            return
+        if asked != payload:
+            _log(path, f"spare {os.getpid()} gave way to another request")
+            os.write(notify, b"G")  # the server listens again at once
+            try:
+                conn.sendall(b"R\n")
+            except OSError:
+                pass
+            return
+        os.write(notify, b"T")  # kept open: its end tells the server this worker ended
+        listener.close()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        reason = _mismatch(request, fds)
+        if reason is not None:
+            _decline(conn, path, reason)
+        _streams(dict(zip(request.passed, fds)))
+        _run(conn, path, request, forked, made)
+    except _Stopped:
+        pass
+    finally:
+        if made is not None:
+            made.discard()
+        entry.leave_now(0)
+
+
+def _standby_for(request: Request, path: str) -> Any:
+    """A standby for the request, when it is a plain `hills eval` one can
+    be made for; None otherwise (and why, in the log, when it failed)."""
+    from . import entry
+
+    verb = entry.fast_verb(request.program, request.args)
+    if verb != "eval":
+        return None
+    rest = request.args[1:] if request.program in ("hills", "git-hill") else request.args
+    try:
+        from . import standby
+        from .commands import eval as command
+
+        asked = command.standby_request(rest)
+        return standby.reserve(asked) if asked is not None else None
+    except Exception as exc:  # a bad request: its own eval will say what is wrong
+        _log(path, f"spare {os.getpid()}: no standby: {type(exc).__name__}: {exc}")
+        return None
 
 
 def _flush() -> None:
@@ -643,9 +929,9 @@ def _mismatch(request: Request, fds: list[int]) -> str | None:
     return None
 
 
-def _become(request: Request, fds: list[int]) -> str | None:
-    """Take the caller's folder, environment, limits and streams; the
-    reason when one cannot be taken."""
+def _become(request: Request, fds: list[int] | None) -> str | None:
+    """Take the caller's folder, environment, limits and streams (none, for
+    a spare: /dev/null until it serves); the reason when one cannot be taken."""
     import resource
 
     try:
@@ -673,7 +959,13 @@ def _become(request: Request, fds: list[int]) -> str | None:
 
     time.tzset()  # the caller's TZ, for local times (a note's commit date)
     sys.argv = [request.program, *request.args]
-    _streams(dict(zip(request.passed, fds)))
+    if fds is None:
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
+        os.close(null)
+    else:
+        _streams(dict(zip(request.passed, fds)))
     return None
 
 

@@ -1,10 +1,14 @@
 """runner.run's gate: the evaluator's process boots while the gate (the
 started entry) runs, and nothing after its read of the seal key runs before
-the gate returns; a gate that fails leaves no process behind."""
+the gate returns; a gate that fails leaves no process behind, and a shim
+that gets no key imports nothing of the hill."""
 
+import json
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +77,43 @@ def test_without_a_gate_the_key_is_there_at_once(tmp_path):
                          timeout=30, stdout_path=str(tmp_path / "out.log"), stderr_path=str(tmp_path / "err.log"),
                          result_pipe=True)
     assert outcome.exit_code == 0 and (tmp_path / "ran").exists()
+
+
+SHIM = Path(__file__).resolve().parent.parent / "hills" / "shim.py"
+KEY_CHECK = """    if len(seal_key) != SEAL_KEY_SIZE:
+        # No key came (the eval was refused, or its standby ended, before
+        # the started entry): nothing of the hill may run.
+        return 3
+"""
+
+
+def run_shim_without_a_key(tmp_path, shim):
+    """The shim as an evaluator's process runs it, its key pipe closed
+    unwritten; whether the evaluator (which marks its import) was imported."""
+    hill = tmp_path / "hill"
+    hill.mkdir()
+    marker = tmp_path / "imported"
+    (hill / "eval.py").write_text(f"open({str(marker)!r}, 'w').write('yes')\n"
+                                  "def eval(submission, *, final=False):\n    return {'passed': True}\n")
+    result_r, result_w = os.pipe()
+    key_r, key_w = os.pipe()
+    os.close(key_w)  # no key: the gate failed, or a standby was ended
+    request = json.dumps({"hill_dir": str(hill), "entry": "eval.py", "submission": str(tmp_path), "final": False,
+                          "params": {}, "result_fd": result_w})
+    done = subprocess.run([sys.executable, str(shim), "eval", request], stdin=key_r, pass_fds=(result_w,),
+                          capture_output=True, text=True, timeout=60)
+    os.close(key_r)
+    os.close(result_w)
+    os.close(result_r)
+    return done.returncode, marker.exists()
+
+
+def test_without_its_key_the_shim_imports_nothing_of_the_hill(tmp_path):
+    assert KEY_CHECK in SHIM.read_text()
+    assert run_shim_without_a_key(tmp_path, SHIM) == (3, False)
+
+
+def test_without_the_key_check_the_hills_code_would_run(tmp_path):
+    unchecked = tmp_path / "shim.py"
+    unchecked.write_text(SHIM.read_text().replace(KEY_CHECK, ""))
+    assert run_shim_without_a_key(tmp_path, unchecked)[1] is True

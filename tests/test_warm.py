@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from conftest import BWRAP_USABLE, REPO_ROOT
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
+from warm_fixtures import log_of, served, wait_for_server, warm, without_ids  # noqa: F401 (warm: a fixture)
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -39,41 +39,6 @@ EVAL = """\
 
 
 @pytest.fixture
-def warm(monkeypatch):
-    """Warm servers on for this test, their sockets in a folder of its own;
-    every server it started is stopped after."""
-    runtime = tempfile.mkdtemp(prefix="hw-", dir="/tmp")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    monkeypatch.delenv("HILLS_WARM", raising=False)
-    folder = Path(runtime) / "hills-warm"
-    yield folder
-    subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, env=dict(os.environ))
-    deadline = time.monotonic() + 10
-    while list(folder.glob("*.sock")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-def log_of(folder):
-    log = folder / "warm.log"
-    return log.read_text() if log.exists() else ""
-
-
-def wait_for_server(folder, count=1, timeout=30):
-    """Until `count` servers have started in `folder` and listen."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log_of(folder).count(" started for HILLS_HOME ") >= count and len(list(folder.glob("*.sock"))) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no warm server came up; warm.log:\n{log_of(folder)}")
-
-
-def served(folder):
-    return log_of(folder).count(" served ")
-
-
-@pytest.fixture
 def hill():
     make_hill("w", EVAL)
     return "w"
@@ -81,12 +46,6 @@ def hill():
 
 def sub(root, score="2.5", **more):
     return submission(root, {"score.txt": score, **more})
-
-
-def without_ids(report):
-    """A report less what differs between any two runs of one eval."""
-    varying = ("run_id", "timestamp", "duration_s", "signature", "seeds", "measured", "attempt")
-    return {key: value for key, value in report.items() if key not in varying}
 
 
 def test_an_eval_served_warm_prints_logs_and_exits_as_a_cold_one(warm, hill, tmp_path):

@@ -9,6 +9,12 @@ from .. import errors
 from . import fast
 from .output import emit, say
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..evaluate import EvalRequest
+
 HELP = """Score the submission folder DIR against a hill's committed evaluator.
 
     Pins the hill's HEAD (a dirty hill is an error), verifies private data
@@ -82,9 +88,9 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
                               queue=queue, verbose=verbose, output=output, as_json=as_json or quiet, repeat=repeat,
                               knobs=knobs, on=on, workers=workers, summary_only=summary_only)
     submission = submissions[0]
-    target = hill.resolve(hill_name)
-    request = evaluate.EvalRequest(target, submission, tuple(params), final=final, force=force, current=current,
-                                   queue=queue, verbose=verbose, repeat=repeat, knobs=tuple(knobs) or None)
+    request = evaluate.EvalRequest(hill.resolve(hill_name), submission, tuple(params), final=final, force=force,
+                                   current=current, queue=queue, verbose=verbose, repeat=repeat,
+                                   knobs=tuple(knobs) or None)
     if output:
         _check_output_path(output)
     if against is not None:
@@ -104,6 +110,33 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
     if not as_json and not quiet:
         render(outcome.report, submission, headed=shown.headed)
     return outcome.exit_code
+
+
+def standby_request(args: list[str]) -> "EvalRequest | None":
+    """The EvalRequest `hills eval ARGS` makes where a standby can be made
+    for it (docs/standby.md): one DIR scored here, without --against, its
+    output path fine; None for anything else (help, a mistake included)."""
+    parsed = DECLARED.parse(args)
+    if parsed is None:
+        return None
+    made: Any = _standby_request  # the parsed values are the options' own types
+    result: EvalRequest | None = made(**parsed)
+    return result
+
+
+def _standby_request(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], final: bool,
+                     force: bool, current: bool, queue: bool, verbose: bool, output: str | None, repeat: int | None,
+                     knobs: tuple[str, ...], on: str | None = None, workers: int | None = None,
+                     against: str | None = None, **shown: object) -> "EvalRequest | None":
+    if on is not None or against is not None or workers is not None or len(submissions) != 1:
+        return None
+    if output:
+        _check_output_path(output)
+    from .. import evaluate, hill
+
+    return evaluate.EvalRequest(hill.resolve(hill_name), submissions[0], tuple(params), final=final, force=force,
+                                current=current, queue=queue, verbose=verbose, repeat=repeat,
+                                knobs=tuple(knobs) or None)
 
 
 def _emit_report(report: dict, output: str | None, as_json: bool, summary_only: bool = False) -> None:

@@ -16,16 +16,17 @@ BARE = ("import sys; sys.path.insert(0, '.'); from pathlib import Path; from eva
         "r = e(Path('examples/grid')); assert r['passed'], r")
 
 
-def wait_for_warm_server(box, timeout=30.0):
-    """Until the box's warm server answers: an eval that finds none starts one."""
+def wait_for_warm_server(box, timeout=30.0, env=None):
+    """Until the warm server a call with `env` (the box's) uses answers:
+    an eval that finds none starts one."""
     from hills import warm
 
+    ask = ("import os, socket; from hills import warm; "
+           "path = os.path.join(warm.socket_dir() or '/nowhere', warm.key() + '.sock'); "
+           "s = socket.socket(socket.AF_UNIX); s.connect(path); s.close()")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = subprocess.run([sys.executable, "-c", "from hills import warm; import json; "
-                               "print(json.dumps([s['hills_home'] for s in warm.servers()]))"],
-                              env=box.env, capture_output=True, text=True, check=True)
-        if os.path.realpath(box.home) in [os.path.realpath(home) for home in json.loads(done.stdout)]:
+        if subprocess.run([sys.executable, "-c", ask], env=env or box.env, capture_output=True).returncode == 0:
             return
         time.sleep(0.2)
     raise RuntimeError(f"no warm server came up for {box.home} (see {warm.socket_dir()}/warm.log)")
@@ -52,10 +53,23 @@ def main():
             subprocess.run(["hills", "eval", submission, "-H", "plain"], cwd=box.project, env=cold_env,
                            check=True, capture_output=True)
 
+        no_standby_env = dict(box.env, HILLS_WARM_STANDBY="off")
+
+        def warm_no_standby():
+            subprocess.run(["hills", "eval", submission, "-H", "plain"], cwd=box.project, env=no_standby_env,
+                           check=True, capture_output=True)
+
         plain()  # the first eval after this one is served warm
         wait_for_warm_server(box)
-        compared("hills eval (warm server) vs bare python3 evaluator", interleaved(bare_in_hill, plain, rounds=11),
-                 2.0)
+        # An agent reads each report before its next call: with a pause
+        # between calls, the server's spare has its standby ready.
+        compared("hills eval (warm server, standby) vs bare python3", interleaved(bare_in_hill, plain, rounds=11,
+                                                                               pause=0.3), 2.0)
+        compared("  the same, calls back to back (no pause)", interleaved(bare_in_hill, plain, rounds=11))
+        warm_no_standby()  # a server of its own (HILLS_WARM_STANDBY names another)
+        wait_for_warm_server(box, env=no_standby_env)
+        compared("hills eval (warm, HILLS_WARM_STANDBY=off) vs bare", interleaved(bare_in_hill, warm_no_standby,
+                                                                               rounds=11, pause=0.3))
         compared("hills eval cold (HILLS_WARM=off) vs bare python3", interleaved(bare_in_hill, cold, rounds=11), 2.0)
 
         box.run("hills", "new", "heavy", "-t", "circle-packing")

@@ -85,20 +85,26 @@ class Comparison(NamedTuple):
 
 
 def interleaved(reference: Callable[[], object], candidate: Callable[[], object], *, rounds: int = 9,
-                warmup: int = 1) -> Comparison:
+                warmup: int = 1, pause: float = 0.0) -> Comparison:
     """Time `reference` and `candidate` in turns (A B A B ...) after `warmup`
     runs of each, and compare them pair by pair: a reference measured
-    minutes before the candidate drifts with the load of the machine."""
+    minutes before the candidate drifts with the load of the machine.
+    `pause`: seconds waited, untimed, before each run, so that work a run
+    leaves for between calls (a warm server's standby) never overlaps the
+    next timed one."""
     for _ in range(warmup):
         reference()
         candidate()
     pairs = []
     for _ in range(rounds):
+        time.sleep(pause)
         started = time.perf_counter()
         reference()
         middle = time.perf_counter()
+        time.sleep(pause)
+        resumed = time.perf_counter()
         candidate()
-        pairs.append((middle - started, time.perf_counter() - middle))
+        pairs.append((middle - started, time.perf_counter() - resumed))
     return Comparison(statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
                       statistics.median(b / a for a, b in pairs))
 

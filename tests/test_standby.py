@@ -1,0 +1,206 @@
+"""The standby evaluator (docs/standby.md): a warm server's spare starts the
+evaluator of the request it served last before that request comes again;
+the eval it serves prints, logs and exits as a cold one; another request is
+sent back to the server; a changed hill is never scored by the old process;
+a hill registered meanwhile stays hidden (and would not, without the refit);
+nothing of the hill runs before the call; stopping the server leaves no
+process and no run folder."""
+
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BWRAP_USABLE
+from hills import errors, evaluate, runner, standby, trust
+from hills import hill as hill_module
+
+from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
+                           tree_of)
+from warm_fixtures import log_of, wait_for_server, warm, without_ids  # noqa: F401 (warm: a fixture)
+
+pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
+                                                         "namespaces here (install the Debian package 'bubblewrap')")
+
+# Scores score.txt times FACTOR; its import leaves a mark in the run folder
+# (the one folder it may write), and it says whether it could read PEEK.
+EVAL = """\
+    from pathlib import Path
+
+    FACTOR = {factor}
+    PEEK = {peek!r}
+    (Path(__file__).resolve().parent.parent / "imported").write_text("yes")
+
+    def eval(submission, *, final=False, **params):
+        value = float((Path(submission) / "score.txt").read_text()) * FACTOR
+        try:
+            peeked = Path(PEEK).read_text() if PEEK else None
+        except OSError:
+            peeked = None
+        return {{"passed": True, "metrics": [{{"name": "total", "value": value, "direction": "max"}}],
+                 "details": {{"peeked": peeked}}}}
+    """
+
+
+def source(factor=1, peek=""):
+    return textwrap.dedent(EVAL).format(factor=factor, peek=peek)
+
+
+@pytest.fixture
+def hill():
+    make_hill("sb", source())
+    return "sb"
+
+
+def waiting(folder, count=1, timeout=30):
+    """Until `count` spares have said they wait with a standby; the run folder of the last."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [line for line in log_of(folder).splitlines() if " waits with a standby in " in line]
+        if len(lines) >= count:
+            return Path(lines[-1].split(" waits with a standby in ", 1)[1])
+        time.sleep(0.05)
+    raise AssertionError(f"no spare came to wait; warm.log:\n{log_of(folder)}")
+
+
+def with_standby(folder):
+    return log_of(folder).count(" with its standby")
+
+
+def runs(name):
+    return sorted(path.name for path in (hills_home() / "runs" / name).iterdir())
+
+
+def stop_servers(folder):
+    real("python", "-m", "hills.warm", "stop")
+    deadline = time.monotonic() + 20
+    while (list(folder.glob("*.sock")) or " stopped: " not in log_of(folder)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill, tmp_path):
+    folder = submission(tmp_path / "s", {"score.txt": "2.5"})
+    real("hills", "eval", folder, "-H", hill)
+    wait_for_server(warm)
+    assert real("hills", "eval", folder, "-H", hill).code == 0
+    reserved = waiting(warm)
+    assert reserved.is_dir() and os.listdir(reserved / "hill") == [] and not (reserved / "imported").exists()
+    third = real("hills", "eval", folder, "-H", hill)
+    assert third.code == 0, third.output
+    assert with_standby(warm) == 1, log_of(warm)
+    report = json.loads(third.out)
+    assert report["run_id"] == reserved.name and report["metrics"][0]["value"] == 2.5
+    cold = real("hills", "eval", folder, "-H", hill, env=dict(os.environ, HILLS_WARM="off"))
+    assert without_ids(report) == without_ids(json.loads(cold.out))
+    assert third.err == cold.err
+    entries = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))
+    assert ["started" in entry for entry in entries] == [True, False] * 4
+    assert entries[5]["start"] == {"seq": entries[4]["seq"], "mac": entries[5]["prev"]}
+    verified = real("hills", "verify", "-", input=third.out)
+    assert verified.code == 0 and "signature valid" in verified.out, verified.output
+
+
+def test_another_request_goes_back_to_the_server_and_no_standby_is_left(warm, hill, tmp_path):
+    first, other = submission(tmp_path / "a", {"score.txt": "1"}), submission(tmp_path / "b", {"score.txt": "7"})
+    real("hills", "eval", first, "-H", hill)
+    wait_for_server(warm)
+    real("hills", "eval", first, "-H", hill)
+    reserved = waiting(warm)
+    done = real("hills", "eval", other, "-H", hill)
+    assert done.code == 0, done.output
+    assert json.loads(done.out)["metrics"][0]["value"] == 7.0
+    assert " gave way to another request" in log_of(warm) and with_standby(warm) == 0
+    assert not reserved.exists()  # its run folder went with it
+    waiting(warm, count=2)  # a spare for the request served last
+    stop_servers(warm)
+    assert len(runs(hill)) == 3  # the evals' own, and no spare's
+    assert not processes_with(str(hills_home() / "runs"))
+
+
+def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp_path):
+    folder = submission(tmp_path / "s", {"score.txt": "3"})
+    real("hills", "eval", folder, "-H", hill)
+    wait_for_server(warm)
+    real("hills", "eval", folder, "-H", hill)
+    reserved = waiting(warm)
+    hill_dir = Path(".hills") / hill
+    (hill_dir / "eval.py").write_text(source(factor=2))
+    assert hills("commit", hill, "-m", "doubled").code == 0
+    done = real("hills", "eval", folder, "-H", hill)
+    assert done.code == 0, done.output
+    report = json.loads(done.out)
+    assert report["metrics"][0]["value"] == 6.0 and report["tree_hash"] == tree_of(hill_dir)
+    assert with_standby(warm) == 0 and not reserved.exists()
+
+
+def test_without_standbys_no_spare_waits(warm, hill, tmp_path, monkeypatch):
+    monkeypatch.setenv("HILLS_WARM_STANDBY", "off")
+    folder = submission(tmp_path / "s", {"score.txt": "1"})
+    for _ in range(3):
+        assert real("hills", "eval", folder, "-H", hill).code == 0
+        time.sleep(0.3)
+    assert " served " in log_of(warm)
+    assert " waits with a standby" not in log_of(warm) and with_standby(warm) == 0
+
+
+# In-process: a spare's standby, made and adopted as in a spare.
+
+@pytest.fixture
+def loaded():
+    trust.load_library()  # as a warm server does before it forks
+    yield
+    if standby.current is not None:
+        standby.current.discard()
+        standby.current = None
+
+
+def reserved_for(name, folder):
+    request = evaluate.EvalRequest(hill_module.resolve(name), str(folder))
+    evaluate.evaluate(request)  # builds the environment: a standby needs it built
+    made = standby.reserve(request)
+    assert made is not None
+    standby.current = made
+    return request, made
+
+
+def test_nothing_of_the_hill_runs_before_the_call(loaded, tmp_path):
+    make_hill("early", source())
+    children = runner._children()
+    request, made = reserved_for("early", submission(tmp_path / "s", {"score.txt": "4"}))
+    run_dir = Path(made.ctx.run_dir)
+    time.sleep(1.0)  # the standby has booted long since
+    assert not (run_dir / "imported").exists()
+    assert os.listdir(run_dir / "hill") == [] and os.listdir(run_dir / "submission") == []
+    log = attempts_log("early", tree_of(Path(".hills") / "early"))
+    before = len(log_entries(log))
+    outcome = evaluate.evaluate(request)
+    assert outcome.exit_code == errors.EXIT_OK, outcome.report
+    assert outcome.report["run_id"] == run_dir.name and made.used
+    assert (run_dir / "imported").read_text() == "yes"
+    assert len(log_entries(log)) == before + 2 and runner._children() <= children
+
+
+def test_a_hill_registered_after_the_standby_stays_hidden(loaded, tmp_path):
+    secret = Path(".hills") / "later" / "private" / "answer.txt"
+    make_hill("peeker", source(peek=str(secret.resolve())))
+    request, made = reserved_for("peeker", submission(tmp_path / "s", {"score.txt": "1"}))
+    make_hill("later", source(), private={"answer.txt": "42\n"})  # hidden from every other hill's eval
+    outcome = evaluate.evaluate(request)
+    assert outcome.exit_code == errors.EXIT_OK, outcome.report
+    assert not made.used and not Path(made.ctx.run_dir).exists()  # it did not fit: ended, its folder removed
+    assert outcome.report["details"]["peeked"] is None
+
+
+def test_without_the_refit_the_old_standby_would_read_that_hills_private_data(loaded, tmp_path, monkeypatch):
+    secret = Path(".hills") / "later" / "private" / "answer.txt"
+    make_hill("peeker", source(peek=str(secret.resolve())))
+    request, made = reserved_for("peeker", submission(tmp_path / "s", {"score.txt": "1"}))
+    make_hill("later", source(), private={"answer.txt": "42\n"})
+    monkeypatch.setattr(standby, "_refit", lambda plan, held: True)  # the boundary switched off
+    outcome = evaluate.evaluate(request)
+    assert outcome.exit_code == errors.EXIT_OK, outcome.report
+    assert made.used and outcome.report["details"]["peeked"] == "42\n"
