@@ -547,8 +547,9 @@ def standby_enabled() -> bool:
     return os.environ.get("HILLS_WARM_STANDBY", "").lower() not in ("off", "0", "no", "false")
 
 
-class _Stopped(Exception):
-    """A stop signal reached the server."""
+class _Stopped(BaseException):
+    """A stop signal reached the server (or its spare): not an error any
+    `except Exception` on the way may take for its own."""
 
 
 def _idle_seconds(path: str) -> float:
@@ -875,6 +876,7 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
             signal.signal(signum, signal.SIG_DFL)
         reason = _mismatch(request, fds)
         if reason is not None:
+            made.discard()
             _decline(conn, path, reason)
         _streams(dict(zip(request.passed, fds)))
         _run(conn, path, request, forked, made)
