@@ -42,6 +42,11 @@ class Standby:
         finally:
             self._release()
 
+    def alive(self) -> bool:
+        """Whether its process still waits (one ended meanwhile, killed say,
+        would make its eval look buggy)."""
+        return self._started is not None and self._started.process.poll() is None
+
     def take(self) -> runner.Started:
         """The process, for the eval to finish; the standby no longer ends it."""
         assert self._started is not None, "a standby's process is taken once"
@@ -125,11 +130,11 @@ def adopt(plan: evaluate.EvalPlan) -> Standby | None:
 
 
 def _refit(plan: evaluate.EvalPlan, held: Standby) -> bool:
-    """Whether the plan, resolved for this call, is the standby's: the same
-    version, manifest, params and machine state, the hill's data still
-    matching the same lock entries, the same intact environment and SDK,
-    and the same folders hidden."""
-    if plan.tree_hash is None or not evaluate._takes_in_while_booting(plan, True):
+    """Whether the plan, resolved for this call, is the standby's, whose
+    process still waits: the same version, manifest, params and machine
+    state, the hill's data still matching the same lock entries, the same
+    intact environment and SDK, and the same folders hidden."""
+    if not held.alive() or plan.tree_hash is None or not evaluate._takes_in_while_booting(plan, True):
         return False
     expected = evaluate._expected_locks(plan, locks.StatCache(plan.hill.path))
     python = uvenv.ready(plan.hill.name, plan.tree_hash)

@@ -29,6 +29,7 @@ PROTOCOL = "hills-warm 1"
 IDLE_S = 600
 _LOCK = -1  # the server's lock on its socket path, which no worker keeps
 MAX_REQUEST = 1 << 20
+REPORTED = 60 * 1024  # the largest request a worker sends back for a spare: less than a pipe holds
 # What a worker must share with its caller, or decline.
 NAMESPACES = ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup")
 LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_MEMLOCK",
@@ -452,7 +453,9 @@ class _Server:
         return took
 
     def accepting(self) -> bool:
-        return self.listener in self._ready
+        """Whether a connection waits and is the server's: none is, once its
+        spare said it waits (that one wakes for it too)."""
+        return self.listener in self._ready and not self.spare_waits
 
     def fork_worker(self, conn: Any) -> None:
         read, write = os.pipe()
@@ -750,10 +753,10 @@ def _worker(conn: Any, path: str, report: int = -1) -> None:
     reason = _mismatch(request, fds) or _become(request, fds)
     if reason is not None:
         _decline(conn, path, reason)
-    if report >= 0:
+    if report >= 0 and len(payload) <= REPORTED:  # a larger one (a huge environment) gets no spare
         try:
             os.set_blocking(report, False)
-            os.write(report, payload)  # more than the pipe holds (64 KiB): no spare for it
+            os.write(report, payload)
         except OSError:
             pass
     _run(conn, path, request, forked)
@@ -842,8 +845,8 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
         if made is None:
             return
         standby.current = made
-        _log(path, f"spare {os.getpid()} waits with a standby in {made.ctx.run_dir}")
         os.write(notify, b"W")
+        _log(path, f"spare {os.getpid()} waits with a standby in {made.ctx.run_dir}")
         while True:
             if not select.select([listener], [], [], 1.0)[0]:
                 continue
@@ -863,7 +866,7 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
             os.write(notify, b"G")
             return
         if asked != payload:
-            _log(path, f"spare {os.getpid()} gave way to another request")
+            _log(path, f"spare {os.getpid()} gave way to another request ({_difference(request, asked)})")
             os.write(notify, b"G")  # the server listens again at once
             try:
                 conn.sendall(b"R\n")
@@ -886,6 +889,21 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
         if made is not None:
             made.discard()
         entry.leave_now(0)
+
+
+def _difference(expected: Request, payload: bytes) -> str:
+    """What differs in `payload` from the request a spare was made for,
+    named without a value (an environment variable may hold a secret)."""
+    try:
+        other = Request(payload.decode("utf-8", "surrogateescape").split("\0"))
+    except (ValueError, StopIteration):
+        return "a request it cannot read"
+    for name in ("program", "args", "cwd", "umask", "passed", "limits", "groups", "priority", "cgroup",
+                 "namespaces"):
+        if getattr(expected, name) != getattr(other, name):
+            return f"its {name}" if name != "passed" else "its open standard streams"
+    changed = sorted(set(expected.env.items()) ^ set(other.env.items()))
+    return f"its environment variable {changed[0][0]}" if changed else "its bytes"
 
 
 def _standby_for(request: Request, path: str) -> Any:

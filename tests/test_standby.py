@@ -3,11 +3,14 @@ evaluator of the request it served last before that request comes again;
 the eval it serves prints, logs and exits as a cold one; another request is
 sent back to the server; a changed hill is never scored by the old process;
 a hill registered meanwhile stays hidden (and would not, without the refit);
-nothing of the hill runs before the call; stopping the server leaves no
-process and no run folder."""
+nothing of the hill runs before the call; Ctrl-C reaches an eval served
+with a standby; a standby that died is not used; stopping the server leaves
+no process and no run folder."""
 
 import json
 import os
+import signal
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -26,9 +29,11 @@ from warm_fixtures import log_of, wait_for_server, warm, without_ids  # noqa: F4
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
 
-# Scores score.txt times FACTOR; its import leaves a mark in the run folder
-# (the one folder it may write), and it says whether it could read PEEK.
+# Scores score.txt times FACTOR, after sleeping sleep.txt's seconds; its
+# import leaves a mark in the run folder (the one folder it may write), and
+# it says whether it could read PEEK.
 EVAL = """\
+    import time
     from pathlib import Path
 
     FACTOR = {factor}
@@ -36,6 +41,8 @@ EVAL = """\
     (Path(__file__).resolve().parent.parent / "imported").write_text("yes")
 
     def eval(submission, *, final=False, **params):
+        if (Path(submission) / "sleep.txt").exists():
+            time.sleep(float((Path(submission) / "sleep.txt").read_text()))
         value = float((Path(submission) / "score.txt").read_text()) * FACTOR
         try:
             peeked = Path(PEEK).read_text() if PEEK else None
@@ -137,6 +144,34 @@ def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp
     assert with_standby(warm) == 0 and not reserved.exists()
 
 
+def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
+    folder = submission(tmp_path / "s", {"score.txt": "1", "sleep.txt": "0"})
+    env = dict(os.environ)  # one environment for the three calls: a spare serves only the same call
+
+    def call():
+        return subprocess.Popen(["hills", "eval", str(folder), "-H", hill], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    assert call().wait(timeout=120) == 0
+    wait_for_server(warm)
+    assert call().wait(timeout=120) == 0
+    reserved = waiting(warm)
+    (folder / "sleep.txt").write_text("2.5")  # the same call; what it submits is taken at the call (timeout 3 s)
+    process = call()
+    deadline = time.monotonic() + 30
+    while not (reserved / "imported").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the evaluator is asleep
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, log_of(warm) + out + err
+    assert json.loads(out)["status"] == "interrupted" and json.loads(out)["run_id"] == reserved.name
+    last = log_entries(attempts_log(hill, tree_of(Path(".hills") / hill)))[-1]["report"]
+    assert last["status"] == "interrupted" and last["reason"] == "interrupted by the user (Ctrl-C)"
+    assert "exit 130" in log_of(warm) and with_standby(warm) == 1, log_of(warm)
+    assert not processes_with(str(reserved))
+
+
 def test_without_standbys_no_spare_waits(warm, hill, tmp_path, monkeypatch):
     monkeypatch.setenv("HILLS_WARM_STANDBY", "off")
     folder = submission(tmp_path / "s", {"score.txt": "1"})
@@ -204,3 +239,15 @@ def test_without_the_refit_the_old_standby_would_read_that_hills_private_data(lo
     outcome = evaluate.evaluate(request)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert made.used and outcome.report["details"]["peeked"] == "42\n"
+
+
+def test_a_standby_that_died_meanwhile_is_not_used(loaded, tmp_path):
+    make_hill("dies", source())
+    request, made = reserved_for("dies", submission(tmp_path / "s", {"score.txt": "5"}))
+    process = made._started.process
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    outcome = evaluate.evaluate(request)
+    assert outcome.exit_code == errors.EXIT_OK, outcome.report  # a fresh evaluator scored it
+    assert not made.used and outcome.report["run_id"] != os.path.basename(made.ctx.run_dir)
+    assert not Path(made.ctx.run_dir).exists()
