@@ -429,8 +429,8 @@ class _Server:
                     continue
                 os.close(fd)
                 del self.reports[pid]
-                _wait_for(pid, 10.0)  # its pipe closes as it exits: reaped now, so a spare can follow
-                self.children.discard(pid)
+                if _reaped(pid, 1.0):  # its pipe closes as it exits: reaped now, so a spare can follow
+                    self.children.discard(pid)
                 if got:
                     self.last_request = bytes(got)
         if self.spare_fd >= 0 and self.spare_fd in self._ready:
@@ -523,6 +523,24 @@ def _read_some(fd: int, block: bool = True) -> bytes:
         return os.read(fd, 1 << 16)
     except OSError:
         return b""
+
+
+def _reaped(pid: int, timeout: float) -> bool:
+    """Whether the child `pid` ended and was waited for within `timeout`;
+    one still running is left alone."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if done:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
 
 
 def _wait_for(pid: int, timeout: float) -> None:
