@@ -1253,15 +1253,15 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
         # before it starts, and are filled before it gets its key
         # (runner.run's `prepare`).
         if held is not None:
-            expected, ctx = held.expected, held.ctx
+            pristine, expected, ctx = held.pristine, held.expected, held.ctx
             progress.phase(say, "preparing the hill's environment")
         else:
-            expected = _expected_locks(plan, cache)
+            pristine, expected = _checked_pin(plan, cache)
             os.mkdir(run_hill_dir)
             ctx = build_context(plan, run_dir, expected, say, python=python)
 
         def intake() -> None:
-            _copy_hill(plan, run_hill_dir, expected, into=True)
+            _copy_hill(plan, run_hill_dir, pristine, expected, into=True)
             _take_submission(plan, run_dir, envelope, say)
     else:
         expected = _prepare_hill(plan, run_hill_dir, cache)
@@ -1323,7 +1323,7 @@ def _takes_in_while_booting(plan: EvalPlan, logged: bool) -> bool:
             or spec["evaluator"]["shape"] != "function":
         return False
     solution = spec["solution"]
-    return not solution or not ((solution["inputs"] or {}).get("holdout" if req.final else "validation")
+    return not solution or not (_inputs_for(solution, "holdout" if req.final else "validation")
                                 or _takes_solution(solution, os.fspath(req.submission)))
 
 
@@ -1349,32 +1349,30 @@ def _prepare_hill(plan: EvalPlan, run_hill_dir: str, cache: locks.StatCache) -> 
         if os.path.isdir(os.path.join(hill.path, locks.PRIVATE_DIR)):
             os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
         return {}
-    expected = _expected_locks(plan, cache)
-    _copy_hill(plan, run_hill_dir, expected)
+    pristine, expected = _checked_pin(plan, cache)
+    _copy_hill(plan, run_hill_dir, pristine, expected)
     return expected
 
 
-def _expected_locks(plan: EvalPlan, cache: locks.StatCache) -> Locks:
-    """The pinned tree's lock entries, once the hill's data on disk is
-    checked against them."""
+def _checked_pin(plan: EvalPlan, cache: locks.StatCache) -> tuple[str, Locks]:
+    """The pinned tree's pristine copy and its lock entries (pinned_files),
+    once the hill's data on disk is checked against them."""
     hill = plan.hill
     assert plan.head is not None and plan.tree_hash is not None  # resolve() refused an uncommitted hill
-    _, expected = pinned_files(hill, plan.head, plan.tree_hash)
+    pristine, expected = pinned_files(hill, plan.head, plan.tree_hash)
     try:
         _check_locks(hill, expected, cache)
     except Refused as exc:
         # Drift found before the run is the hill's, not the submission's:
         # no candidate can be scored until the data is restored.
         raise NotScored(exc.message, hint=exc.hint) from None
-    return expected
+    return pristine, expected
 
 
-def _copy_hill(plan: EvalPlan, run_hill_dir: str, expected: Locks, into: bool = False) -> None:
-    """The pinned tree into `run_hill_dir` (an empty folder there, `into`),
+def _copy_hill(plan: EvalPlan, run_hill_dir: str, pristine: str, expected: Locks, into: bool = False) -> None:
+    """The pristine tree into `run_hill_dir` (an empty folder there, `into`),
     with links to its private data and its locked blobs."""
     hill = plan.hill
-    assert plan.head is not None and plan.tree_hash is not None
-    pristine, _ = pinned_files(hill, plan.head, plan.tree_hash)
     state.copy_tree(pristine, run_hill_dir, into=into)
     if expected[locks.PRIVATE_LOCK]:
         os.symlink(os.path.join(hill.path, locks.PRIVATE_DIR), os.path.join(run_hill_dir, locks.PRIVATE_DIR))
@@ -1538,8 +1536,12 @@ def _boots_first(ctx: EvalContext, rep: Replicate) -> bool:
 
 def _solution_inputs(ctx: EvalContext) -> str | None:
     """The folder of the hill the solution phase gets as its inputs, if any."""
-    inputs = ctx.spec["solution"]["inputs"]
-    return inputs.get(ctx.split) if inputs else None
+    return _inputs_for(ctx.spec["solution"], ctx.split)
+
+
+def _inputs_for(solution: dict[str, Any], split: str) -> str | None:
+    inputs = solution["inputs"]
+    return inputs.get(split) if inputs else None
 
 
 def _takes_solution(solution: dict[str, Any], snapshot_dir: str) -> bool:

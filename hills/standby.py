@@ -24,10 +24,10 @@ class Standby:
     """A run folder held in use, the eval context and first replicate made
     for it (folders empty), and the evaluator started in it, gated."""
 
-    def __init__(self, fit: tuple[Any, ...], expected: evaluate.Locks, ctx: evaluate.EvalContext,
+    def __init__(self, fit: tuple[Any, ...], pristine: str, expected: evaluate.Locks, ctx: evaluate.EvalContext,
                  rep: evaluate.Replicate, scored: evaluate.Replicate, outputs_dir: str | None,
                  started: runner.Started, lock: contextlib.ExitStack) -> None:
-        self.fit, self.expected, self.ctx = fit, expected, ctx
+        self.fit, self.pristine, self.expected, self.ctx = fit, pristine, expected, ctx
         self.rep, self.scored, self.outputs_dir = rep, scored, outputs_dir
         self._started: runner.Started | None = started
         self._lock: contextlib.ExitStack | None = lock
@@ -92,7 +92,7 @@ def reserve(req: evaluate.EvalRequest) -> Standby | None:
     ctx = None
     try:
         lock.enter_context(state.file_lock(os.path.join(run_dir, ".in-use")))
-        expected = evaluate._expected_locks(plan, locks.StatCache(plan.hill.path))
+        pristine, expected = evaluate._checked_pin(plan, locks.StatCache(plan.hill.path))
         os.mkdir(os.path.join(run_dir, "hill"))
         ctx = evaluate.build_context(plan, run_dir, expected, evaluate._quiet, python=python)
         rep = evaluate._replicate(ctx, 0, filled=False)
@@ -108,7 +108,8 @@ def reserve(req: evaluate.EvalRequest) -> Standby | None:
         lock.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return Standby(_fit(plan, expected, python, ctx.sdk_dir), expected, ctx, rep, scored, outputs_dir, started, lock)
+    return Standby(_fit(plan, expected, python, ctx.sdk_dir), pristine, expected, ctx, rep, scored, outputs_dir,
+                   started, lock)
 
 
 def adopt(plan: evaluate.EvalPlan) -> Standby | None:
@@ -136,7 +137,7 @@ def _refit(plan: evaluate.EvalPlan, held: Standby) -> bool:
     intact environment and SDK, and the same folders hidden."""
     if not held.alive() or plan.tree_hash is None or not evaluate._takes_in_while_booting(plan, True):
         return False
-    expected = evaluate._expected_locks(plan, locks.StatCache(plan.hill.path))
+    _, expected = evaluate._checked_pin(plan, locks.StatCache(plan.hill.path))
     python = uvenv.ready(plan.hill.name, plan.tree_hash)
     if python is None:
         return False

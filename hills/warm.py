@@ -342,11 +342,8 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     reason = "idle"
     import signal
 
-    def stop(signum: int, frame: Any) -> None:
-        raise _Stopped(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
     try:
         while True:
             if server.wait(1.0):
@@ -544,18 +541,11 @@ def _reaped(pid: int, timeout: float) -> bool:
 
 
 def _wait_for(pid: int, timeout: float) -> None:
+    """Wait for the child `pid` to end, killing it after `timeout`."""
+    if _reaped(pid, timeout):
+        return
     import signal
-    import time
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done:
-            return
-        time.sleep(0.01)
     try:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -566,6 +556,13 @@ def _wait_for(pid: int, timeout: float) -> None:
 def standby_enabled() -> bool:
     """Whether this server makes spares (`HILLS_WARM_STANDBY=off` says no)."""
     return os.environ.get("HILLS_WARM_STANDBY", "").lower() not in ("off", "0", "no", "false")
+
+
+def _stop(signum: int, frame: Any) -> None:
+    """The server's (and its spare's) handler of SIGTERM and SIGHUP."""
+    import signal
+
+    raise _Stopped(signal.Signals(signum).name)
 
 
 class _Stopped(BaseException):
@@ -771,13 +768,7 @@ def _worker(conn: Any, path: str, report: int = -1) -> None:
     reason = _mismatch(request, fds) or _become(request, fds)
     if reason is not None:
         _decline(conn, path, reason)
-    if report >= 0 and len(payload) <= REPORTED:  # a larger one (a huge environment) gets no spare
-        try:
-            os.set_blocking(report, False)
-            os.write(report, payload)
-        except OSError:
-            pass
-    _run(conn, path, request, forked)
+    _run(conn, path, request, forked, report=(report, payload))
 
 
 def _leave_the_server() -> None:
@@ -803,9 +794,12 @@ def _decline(conn: Any, path: str, reason: str) -> NoReturn:
     entry.leave_now(0)
 
 
-def _run(conn: Any, path: str, request: Request, forked: float, standby: Any = None) -> NoReturn:
+def _run(conn: Any, path: str, request: Request, forked: float, standby: Any = None,
+         report: tuple[int, bytes] = (-1, b"")) -> NoReturn:
     """Run the request as the caller's `hills eval`, having become the
-    caller, and send its exit code; housekeeping after."""
+    caller, and send its exit code; housekeeping after. Once its caller
+    has the exit code, the request goes back to the server on `report`
+    (fd, payload), for a spare: one whose caller went away gets none."""
     import time
 
     from . import entry, state
@@ -826,6 +820,13 @@ def _run(conn: Any, path: str, request: Request, forked: float, standby: Any = N
         conn.sendall(f"X {code}\n".encode())
     except OSError:
         pass
+    fd, payload = report
+    if fd >= 0 and len(payload) <= REPORTED:  # a larger one (a huge environment) gets no spare
+        try:
+            os.set_blocking(fd, False)
+            os.write(fd, payload)
+        except OSError:
+            pass
     for call in state.deferred:  # the caller has its exit code: nothing here changes what it got
         try:
             call()
@@ -849,11 +850,8 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
 
     _leave_the_server()
 
-    def stop(signum: int, frame: Any) -> None:
-        raise _Stopped(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
     made = None
     try:
         request = Request(payload.decode("utf-8", "surrogateescape").split("\0"))

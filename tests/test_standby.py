@@ -4,8 +4,8 @@ the eval it serves prints, logs and exits as a cold one; another request is
 sent back to the server; a changed hill is never scored by the old process;
 a hill registered meanwhile stays hidden (and would not, without the refit);
 nothing of the hill runs before the call; Ctrl-C reaches an eval served
-with a standby; a standby that died is not used; stopping the server leaves
-no process and no run folder."""
+with a standby; a standby that died is not used; a malformed request to a
+spare is logged; stopping the server leaves no process and no run folder."""
 
 import json
 import os
@@ -74,6 +74,14 @@ def waiting(folder, count=1, timeout=30):
     raise AssertionError(f"no spare came to wait; warm.log:\n{log_of(folder)}")
 
 
+def gone(path, timeout=10):
+    """Whether `path` is removed within `timeout` (a spare ends its standby as it leaves)."""
+    deadline = time.monotonic() + timeout
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not path.exists()
+
+
 def with_standby(folder):
     return log_of(folder).count(" with its standby")
 
@@ -121,7 +129,7 @@ def test_another_request_goes_back_to_the_server_and_no_standby_is_left(warm, hi
     assert done.code == 0, done.output
     assert json.loads(done.out)["metrics"][0]["value"] == 7.0
     assert " gave way to another request" in log_of(warm) and with_standby(warm) == 0
-    assert not reserved.exists()  # its run folder went with it
+    assert gone(reserved)  # its run folder went with it
     waiting(warm, count=2)  # a spare for the request served last
     stop_servers(warm)
     assert len(runs(hill)) == 3  # the evals' own, and no spare's
@@ -141,7 +149,7 @@ def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp
     assert done.code == 0, done.output
     report = json.loads(done.out)
     assert report["metrics"][0]["value"] == 6.0 and report["tree_hash"] == tree_of(hill_dir)
-    assert with_standby(warm) == 0 and not reserved.exists()
+    assert with_standby(warm) == 0 and gone(reserved)
 
 
 def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
@@ -251,3 +259,35 @@ def test_a_standby_that_died_meanwhile_is_not_used(loaded, tmp_path):
     assert outcome.exit_code == errors.EXIT_OK, outcome.report  # a fresh evaluator scored it
     assert not made.used and outcome.report["run_id"] != os.path.basename(made.ctx.run_dir)
     assert not Path(made.ctx.run_dir).exists()
+
+
+def test_a_malformed_request_to_a_spare_is_logged_and_the_next_eval_is_served(warm, hill, tmp_path):
+    import _socket
+
+    folder = submission(tmp_path / "s", {"score.txt": "1"})
+
+    def send(garbage):
+        [socket_path] = warm.glob("*.sock")
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        conn.connect(str(socket_path))
+        conn.sendall(garbage)
+        conn.shutdown(_socket.SHUT_WR)
+        answer = conn.recv(100)
+        conn.close()
+        return answer
+
+    real("hills", "eval", folder, "-H", hill)
+    wait_for_server(warm)
+    real("hills", "eval", folder, "-H", hill)
+    first = waiting(warm)
+    assert send(b"\xff\xff\xff\xff") == b""  # no P, no X: a caller would run its eval cold
+    assert gone(first)
+    assert real("hills", "eval", folder, "-H", hill).code == 0
+    second = waiting(warm, count=2)
+    assert send(b"\x00\x00\x00\x05hello") == b"R\n"  # a client would send it again, to the server
+    assert gone(second)
+    log = log_of(warm)
+    assert "refused a request: request of 4294967295 bytes, at most 1048576" in log
+    assert "gave way to another request (a request it cannot read)" in log
+    done = real("hills", "eval", folder, "-H", hill)
+    assert done.code == 0 and json.loads(done.out)["metrics"][0]["value"] == 1.0
