@@ -269,7 +269,8 @@ def _forged(tmp_path, name, files, locks_text=None):
 
 
 @pytest.mark.parametrize("files, words", [
-    ({"hill.yaml": b"x\n", ".vc/config": b"[core]\n\tfsmonitor = touch /tmp/owned\n"}, "inside the hill's git dir"),
+    ({"hill.yaml": b"x\n", ".vc/config": b"[core]\n\tfsmonitor = touch /tmp/owned\n"}, "inside a git dir ('.vc')"),
+    ({"hill.yaml": b"x\n", "examples/a/.vc/config": b"[core]\n"}, "'examples/a/.vc/config', inside a git dir"),
     ({"hill.yaml": b"x\n", "private": ("link", "/etc")}, "is not a plain file"),
     ({"hill.yaml": b"x\n", "private.lock": b'version = 1\n[files."../../escape"]\nsize = 1\n'
                                            b'digest = "blake3:00"\n'}, "no place for a data file"),
@@ -278,3 +279,37 @@ def test_a_forged_tree_is_refused_before_anything_is_written(project, tmp_path, 
     forged = _forged(tmp_path, "forged", files)
     _refused(forged, tmp_path / "into", words)
     assert not (tmp_path / "escape").exists()
+
+
+# A bundle whose lock plants a repository in the hill: `.git/config` with
+# an fsmonitor would run its command in the next git call under the hill
+# (an eval's lineage of its example). Refused by name, at any depth and in
+# any case, before a file is written.
+PLANTED = b"[core]\n\tfsmonitor = touch /tmp/hills-planted-fsmonitor\n"
+
+
+def _lock_listing(rel, data=PLANTED):
+    from conftest import digest_of
+
+    return (f'version = 1\n[files."{rel}"]\nsize = {len(data)}\ndigest = "{digest_of(data)}"\n').encode()
+
+
+@pytest.mark.parametrize("lock, rel", [
+    ("blobs.lock", ".git/config"),
+    ("blobs.lock", "examples/grid/.git/config"),
+    ("blobs.lock", "data/.GIT/hooks/post-checkout"),
+    ("blobs.lock", "data/.git./config"),
+    ("private.lock", "private/.vc/config"),
+])
+def test_a_lock_listing_a_path_in_a_git_dir_is_refused_by_name(project, tmp_path, lock, rel):
+    from conftest import digest_of
+
+    forged = _forged(tmp_path, "planted", {"hill.yaml": b"x\n", lock: _lock_listing(rel)})
+    # The bundle carries the payload too, as a data member the lock names.
+    with tarfile.open(forged, "a") as out:
+        info = tarfile.TarInfo("data/" + digest_of(PLANTED).removeprefix("blake3:"))
+        info.size = len(PLANTED)
+        out.addfile(info, io.BytesIO(PLANTED))
+    message = _refused(forged, tmp_path / "into", f"{lock} lists '{rel}'", "inside a git dir")
+    assert "where hills writes no data file" in message
+    assert not list((tmp_path / "into").iterdir()), "a refused bundle left something behind"
