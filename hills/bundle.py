@@ -319,8 +319,8 @@ def _restore_objects(reader: _Reader, pack: tarfile.TarInfo, repo: git.Repo,
     tracked = {rel_path for _, rel_path in entries}
     data: dict[str, dict[str, Any]] = {}
     for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-        listed = _locked(repo, commit, f"tree {tree_hash[:12]}", (lock_name,))
-        for rel in listed:
+        in_lock = _locked(repo, commit, f"tree {tree_hash[:12]}", (lock_name,))
+        for rel in in_lock:
             inside = git_dir_part(rel)
             if inside is not None:
                 raise _damaged(source, f"{lock_name} lists '{rel}', inside a git dir ('{inside}'), "
@@ -328,7 +328,7 @@ def _restore_objects(reader: _Reader, pack: tarfile.TarInfo, repo: git.Repo,
             parts = rel.split("/")
             if rel.startswith("/") or any(part in ("", ".", "..") for part in parts) or rel in tracked:
                 raise _damaged(source, f"{lock_name} lists '{rel}', which is no place for a data file of the hill")
-        data.update(listed)
+        data.update(in_lock)
     return data
 
 

@@ -320,9 +320,10 @@ def _find_checkout(folder: str) -> tuple[str, str, str] | None:
             git_dir = os.path.realpath(marker)
             break
         if os.path.isfile(marker):
-            git_dir = _gitfile_target(marker)
-            if git_dir is None:
+            named = _gitfile_target(marker)
+            if named is None:
                 return None
+            git_dir = named
             break
         if os.path.lexists(marker) or os.path.lexists(os.path.join(current, "HEAD")):
             return None  # a broken marker, or a bare git dir: no work tree

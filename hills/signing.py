@@ -180,7 +180,8 @@ class Verdict:
 
 LOCAL = "this machine"
 SERVICE = "service"
-TRUST_MODES = ("service", "same-user", "self-reported")
+# `evaluator` is what reports of older hills say for `same-user`.
+TRUST_MODES = ("service", "same-user", "self-reported", "evaluator")
 NOT_A_SERVICE_KEY = "is not trusted as a service key"
 
 

@@ -23,7 +23,8 @@ SERVICE_KEY_HINT = ("only an evaluation service's key signs a report that says t
                     "prints through the service")
 TRUST_MEANING = {"service": "signed by the evaluation service, whose key the climber cannot read",
                  "same-user": "signed with the key of the user who ran the eval, who could have signed anything",
-                 "self-reported": "signed by hills-sign, not produced by an evaluator"}
+                 "self-reported": "signed by hills-sign, not produced by an evaluator",
+                 "evaluator": "what older hills said for same-user"}
 
 
 def signer_text(found: Verdict, report: dict) -> str:
