@@ -228,7 +228,9 @@ def unbundle(path: str, project_dir: str | None = None, register: bool = True,
                              hint="unbundle into another folder with --into DIR, or remove that hill first")
         workdir, staging = staging_folder(hills_dir, name, "unbundle")
         os.makedirs(staging)
-        repo = git.Repo(staging)
+        # Its files come from the bundle: git runs with no config but the
+        # one `init` writes here.
+        repo = git.Repo(staging, neutral=True)
         repo.init()
         repo.run("symbolic-ref", "HEAD", BRANCH)
         pack = next(members, None)

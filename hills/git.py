@@ -62,12 +62,20 @@ def _git(argv: list[str], env: Mapping[str, str], input: str | bytes | None, cwd
     return done.returncode, done.stdout
 
 
-class Repo:
-    """A hill's git dir (`git_dir`) with its work tree (`work_tree`)."""
+# No system or global config: for git calls on a work tree whose files came
+# from elsewhere (a bundle being unbundled), whose `.gitattributes` could
+# otherwise pick a driver the user's global config defines.
+NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_ATTR_NOSYSTEM": "1"}
 
-    def __init__(self, work_tree: Path | str, git_dir: Path | str | None = None) -> None:
+
+class Repo:
+    """A hill's git dir (`git_dir`) with its work tree (`work_tree`);
+    `neutral` runs git with no config but the git dir's own (hills')."""
+
+    def __init__(self, work_tree: Path | str, git_dir: Path | str | None = None, neutral: bool = False) -> None:
         self.work_tree = os.fspath(work_tree)
         self.git_dir = os.fspath(git_dir or os.path.join(self.work_tree, ".vc"))
+        self.neutral = neutral
 
     if TYPE_CHECKING:
         @overload
@@ -88,9 +96,15 @@ class Repo:
                 "-c", "core.quotepath=off", "-c", "core.autocrlf=false",
                 "-c", "commit.gpgsign=false", "-c", "core.hooksPath=" + os.path.join(self.git_dir, "hooks"),
                 subcommand, *[str(a) for a in args]]
-        exit_code, out = _git(argv, clean_env(env), input, self.work_tree, ok_codes)
+        exit_code, out = _git(argv, self._env(env), input, self.work_tree, ok_codes)
         self.last_exit_code = exit_code
         return out if binary else out.decode("utf-8", "replace")
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = clean_env(extra)
+        if self.neutral:
+            env.update(NEUTRAL_CONFIG)
+        return env
 
     def append_note(self, ref: str, target: str, text: str) -> None:
         """`git notes --ref=REF append` of the one-line `text` to object
@@ -104,7 +118,7 @@ class Repo:
 
     def init(self) -> None:
         os.makedirs(self.git_dir, exist_ok=True)
-        _git(["init", "-q", "--bare", self.git_dir], clean_env(), None, None, (0,))
+        _git(["init", "-q", "--bare", self.git_dir], self._env(), None, None, (0,))
         # A bare init marks the repo bare; we drive it with an explicit work tree.
         self.run("config", "core.bare", "false")
         self.run("config", "core.logAllRefUpdates", "true")

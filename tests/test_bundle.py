@@ -313,3 +313,24 @@ def test_a_lock_listing_a_path_in_a_git_dir_is_refused_by_name(project, tmp_path
     message = _refused(forged, tmp_path / "into", f"{lock} lists '{rel}'", "inside a git dir")
     assert "where hills writes no data file" in message
     assert not list((tmp_path / "into").iterdir()), "a refused bundle left something behind"
+
+
+@pytest.mark.parametrize("neutral", [True, False])
+def test_a_bundles_attributes_pick_no_driver_of_the_users_global_config(project, tmp_path, monkeypatch, neutral):
+    # The user's global config defines a smudge filter; the bundle's
+    # .gitattributes names it, so checking its files out would run it.
+    marker = tmp_path / "smudged"
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text(f"[filter \"evil\"]\n\tsmudge = \"sh -c 'touch {marker}; cat'\"\n")
+    if not neutral:
+        from hills import git as git_module
+
+        monkeypatch.setattr(git_module, "NEUTRAL_CONFIG", {})  # the control: git reads the user's config
+    forged = _forged(tmp_path, "attributed", {"hill.yaml": b"x\n", ".gitattributes": b"* filter=evil\n",
+                                              "eval.py": b"print(1)\n"})
+    into = tmp_path / "into"
+    into.mkdir()
+    result = run_cli("unbundle", forged, "--into", into)
+    assert result.code == 0, result.output
+    assert (into / ".hills" / "attributed" / "eval.py").read_bytes() == b"print(1)\n"
+    assert marker.exists() is not neutral, "the global smudge filter ran" if neutral else "the control proves nothing"
