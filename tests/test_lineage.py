@@ -149,3 +149,20 @@ def test_a_submissions_own_fsmonitor_does_not_run_in_an_eval(tmp_path):
     assert not marker.exists(), "hills eval ran the submission's core.fsmonitor"
     subprocess.run(["git", "status", "--porcelain"], cwd=folder, capture_output=True)
     assert marker.exists(), "the fsmonitor payload is not live: the test proves nothing"
+
+
+def test_a_sha256_repository_keeps_its_lineage(tmp_path):
+    # The object format is the one key of the checkout's config the status
+    # call cannot do without; it is carried over as a plain word.
+    folder = tmp_path / "s256"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", "-b", "main"], cwd=folder, check=True)
+    (folder / "f.txt").write_text("a\n")
+    subprocess.run(["git", "add", "."], cwd=folder, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x"], cwd=folder,
+                   check=True)
+    sha = commit_in_head(folder)
+    assert len(sha) == 64
+    assert git.lineage(folder) == {"ref": f"main@{sha}", "dirty": False}
+    (folder / "f.txt").write_text("b\n")
+    assert git.lineage(folder)["dirty"] is True
