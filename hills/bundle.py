@@ -57,10 +57,11 @@ def head_version(hill: Hill) -> tuple[str, str]:
     return commit, hill.repo.tree_of(commit)
 
 
-def _locked(repo: git.Repo, rev: str, source: str) -> dict[str, dict[str, Any]]:
+def _locked(repo: git.Repo, rev: str, source: str,
+            lock_names: tuple[str, ...] = (locks.PRIVATE_LOCK, locks.BLOBS_LOCK)) -> dict[str, dict[str, Any]]:
     """{path: {size, digest}} of private.lock and blobs.lock at `rev`."""
     entries: dict[str, dict[str, Any]] = {}
-    for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+    for lock_name in lock_names:
         text = repo.show_blob(rev, lock_name)
         if text:
             entries.update(locks.decode(text, f"{lock_name} at {source}"))
@@ -227,7 +228,9 @@ def unbundle(path: str, project_dir: str | None = None, register: bool = True,
                              hint="unbundle into another folder with --into DIR, or remove that hill first")
         workdir, staging = staging_folder(hills_dir, name, "unbundle")
         os.makedirs(staging)
-        repo = git.Repo(staging)
+        # Its files come from the bundle: git runs with no config but the
+        # one `init` writes here.
+        repo = git.Repo(staging, neutral=True)
         repo.init()
         repo.run("symbolic-ref", "HEAD", BRANCH)
         pack = next(members, None)
@@ -303,10 +306,11 @@ def _restore_objects(reader: _Reader, pack: tarfile.TarInfo, repo: git.Repo,
         raise _damaged(source, f"a folder of tree {tree_hash[:12]} is missing from its git objects") from None
     entries = [record.split("\t", 1) for record in listed.split("\0") if record]
     for meta, rel in entries:
-        # A hill's tree never holds its git dir: checked out, a `.vc/config`
-        # or a hook there would run code in every later git call.
-        if rel == ".vc" or rel.startswith(".vc/"):
-            raise _damaged(source, f"its tree holds '{rel}', inside the hill's git dir")
+        # A hill's tree never holds a git dir: checked out, a `.vc/config`
+        # or a `.git/config` there would run code in a later git call.
+        inside = git_dir_part(rel)
+        if inside is not None:
+            raise _damaged(source, f"its tree holds '{rel}', inside a git dir ('{inside}')")
         if meta.split(" ")[0] not in ("100644", "100755"):
             raise _damaged(source, f"its tree holds '{rel}', which is not a plain file (a hill holds no links)")
     answers = repo.batch_check([meta.split(" ")[2] for meta, _ in entries])
@@ -314,13 +318,35 @@ def _restore_objects(reader: _Reader, pack: tarfile.TarInfo, repo: git.Repo,
         if answer is None:
             raise _damaged(source, f"'{rel}' of tree {tree_hash[:12]} is missing from its git objects")
     repo.run("update-ref", BRANCH, commit)
-    data = _locked(repo, commit, f"tree {tree_hash[:12]}")
-    for rel in data:
-        parts = rel.split("/")
-        if rel.startswith("/") or any(part in ("", ".", "..") for part in parts) or parts[0] == ".vc" \
-                or rel in {rel_path for _, rel_path in entries}:
-            raise _damaged(source, f"its locks list '{rel}', which is no place for a data file of the hill")
+    tracked = {rel_path for _, rel_path in entries}
+    data: dict[str, dict[str, Any]] = {}
+    for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+        in_lock = _locked(repo, commit, f"tree {tree_hash[:12]}", (lock_name,))
+        for rel in in_lock:
+            inside = git_dir_part(rel)
+            if inside is not None:
+                raise _damaged(source, f"{lock_name} lists '{rel}', inside a git dir ('{inside}'), "
+                                       "where hills writes no data file")
+            parts = rel.split("/")
+            if rel.startswith("/") or any(part in ("", ".", "..") for part in parts) or rel in tracked:
+                raise _damaged(source, f"{lock_name} lists '{rel}', which is no place for a data file of the hill")
+        data.update(in_lock)
     return data
+
+
+# Folders no bundle may write into: a repository's git dir (`.git`), and a
+# hill's (`.vc`), at any depth. Matched without case and without the
+# trailing dots and spaces Windows drops: a bundle made here may be
+# unbundled on a file system that folds `.GIT` into `.git`.
+GIT_DIRS = (".git", ".vc")
+
+
+def git_dir_part(rel: str) -> str | None:
+    """The component of the relative path `rel` that names a git dir, or None."""
+    for part in rel.split("/"):
+        if part.rstrip(". ").casefold() in GIT_DIRS:
+            return part
+    return None
 
 
 def _restore_data(reader: _Reader, members: Iterator[tarfile.TarInfo], staging: str,

@@ -1051,6 +1051,7 @@ def resolve(req: EvalRequest) -> EvalPlan:
     from .trust import machine_keys
 
     key = machine_keys(for_signing=True)
+    caller.trust()  # a claim of the service this process cannot back is refused here, before anything is logged
     if req.final and spec["final"]["budget"] is not None and req.current:
         raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
                         "--final needs a committed version, not --current",

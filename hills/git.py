@@ -62,12 +62,20 @@ def _git(argv: list[str], env: Mapping[str, str], input: str | bytes | None, cwd
     return done.returncode, done.stdout
 
 
-class Repo:
-    """A hill's git dir (`git_dir`) with its work tree (`work_tree`)."""
+# No system or global config: for git calls on a work tree whose files came
+# from elsewhere (a bundle being unbundled), whose `.gitattributes` could
+# otherwise pick a driver the user's global config defines.
+NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_ATTR_NOSYSTEM": "1"}
 
-    def __init__(self, work_tree: Path | str, git_dir: Path | str | None = None) -> None:
+
+class Repo:
+    """A hill's git dir (`git_dir`) with its work tree (`work_tree`);
+    `neutral` runs git with no config but the git dir's own (hills')."""
+
+    def __init__(self, work_tree: Path | str, git_dir: Path | str | None = None, neutral: bool = False) -> None:
         self.work_tree = os.fspath(work_tree)
         self.git_dir = os.fspath(git_dir or os.path.join(self.work_tree, ".vc"))
+        self.neutral = neutral
 
     if TYPE_CHECKING:
         @overload
@@ -88,9 +96,15 @@ class Repo:
                 "-c", "core.quotepath=off", "-c", "core.autocrlf=false",
                 "-c", "commit.gpgsign=false", "-c", "core.hooksPath=" + os.path.join(self.git_dir, "hooks"),
                 subcommand, *[str(a) for a in args]]
-        exit_code, out = _git(argv, clean_env(env), input, self.work_tree, ok_codes)
+        exit_code, out = _git(argv, self._env(env), input, self.work_tree, ok_codes)
         self.last_exit_code = exit_code
         return out if binary else out.decode("utf-8", "replace")
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = clean_env(extra)
+        if self.neutral:
+            env.update(NEUTRAL_CONFIG)
+        return env
 
     def append_note(self, ref: str, target: str, text: str) -> None:
         """`git notes --ref=REF append` of the one-line `text` to object
@@ -104,7 +118,7 @@ class Repo:
 
     def init(self) -> None:
         os.makedirs(self.git_dir, exist_ok=True)
-        _git(["init", "-q", "--bare", self.git_dir], clean_env(), None, None, (0,))
+        _git(["init", "-q", "--bare", self.git_dir], self._env(), None, None, (0,))
         # A bare init marks the repo bare; we drive it with an explicit work tree.
         self.run("config", "core.bare", "false")
         self.run("config", "core.logAllRefUpdates", "true")
@@ -272,41 +286,220 @@ def _entries(out: str, id_field: int) -> dict[str, tuple[str, str]]:
 
 def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     """`{"ref": "branch@sha", "dirty": bool}` when `folder` is inside a git
-    checkout, else None. One git call, none outside any repository. Never
-    raises: lineage is metadata."""
-    if not _may_be_in_repository(folder):
+    checkout, else None. Never raises: lineage is metadata.
+
+    The checkout is not hills' own, so nothing of its repository's
+    configuration may run (a `core.fsmonitor`, a filter, a hook): the
+    branch and commit are read from its files, and the one git call that
+    says whether it is dirty runs on a git dir of hills' own making
+    (`_status_dir`), which borrows the repository's objects, index and
+    exclude patterns, data all, and none of its configuration."""
+    found = _find_checkout(os.fspath(folder))
+    if found is None:
         return None
-    try:
-        exit_code, out = _git(["-C", os.fspath(folder), "--no-optional-locks", "status", "--porcelain=v2", "--branch",
-                               "-z", "--untracked-files=normal", "--", "."], clean_env(), None, None, (0, 128))
-    except (CommandFailed, EnvironmentProblem):
+    work_tree, git_dir, common_dir = found
+    head = _read_head(git_dir, common_dir)
+    if head is None:
         return None
-    if exit_code != 0:
-        return None
-    sha, branch, dirty = None, None, False
-    for record in out.decode("utf-8", "replace").split("\0"):
-        if record.startswith("# branch.oid "):
-            sha = record.split(" ", 2)[2]
-        elif record.startswith("# branch.head "):
-            branch = record.split(" ", 2)[2]
-        elif record and not record.startswith("#"):
-            dirty = True
-    if not sha or sha == "(initial)":
+    branch, sha = head
+    dirty = _dirty(work_tree, git_dir, common_dir, sha, os.path.realpath(folder))
+    if dirty is None:
         return None
     return {"ref": f"{branch}@{sha}", "dirty": dirty}
 
 
-def _may_be_in_repository(folder: Path | str) -> bool:
-    """False only when git would find no repository from `folder`: no
-    folder from it up to the root holds a `.git` (a folder, a gitfile or a
-    link) or a `HEAD` (a bare git dir, as git checks each folder for).
-    git walks up the physical path, as realpath gives it; the GIT_*
-    variables that could point it elsewhere are stripped by clean_env."""
+# What a checkout's own config may tell the status call: how files are
+# compared, never a command. A key not here is left at git's default.
+_BORROWED_KEYS = {"core.filemode", "core.symlinks", "core.ignorecase", "core.autocrlf", "core.eol",
+                  "core.checkstat", "core.trustctime", "core.precomposeunicode", "extensions.objectformat"}
+_PLAIN_VALUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _find_checkout(folder: str) -> tuple[str, str, str] | None:
+    """(work tree, git dir, common dir) of the checkout git would find from
+    `folder`, read without git: the first folder up from it holding `.git`
+    (a folder, or a gitfile naming one), on the same file system, as git
+    walks the physical path. None where git would find no work tree (no
+    `.git`; a bare git dir; a `.git` that is neither) or where the
+    repository is not the caller's (git's own safe.directory rule)."""
     current = os.path.realpath(folder)
+    try:
+        device = os.stat(current).st_dev
+    except OSError:
+        return None
     while True:
-        if os.path.lexists(os.path.join(current, ".git")) or os.path.lexists(os.path.join(current, "HEAD")):
-            return True
+        marker = os.path.join(current, ".git")
+        if os.path.isdir(marker):
+            git_dir = os.path.realpath(marker)
+            break
+        if os.path.isfile(marker):
+            named = _gitfile_target(marker)
+            if named is None:
+                return None
+            git_dir = named
+            break
+        if os.path.lexists(marker) or os.path.lexists(os.path.join(current, "HEAD")):
+            return None  # a broken marker, or a bare git dir: no work tree
         parent = os.path.dirname(current)
-        if parent == current:
-            return False
+        try:
+            if parent == current or os.stat(parent).st_dev != device:
+                return None
+        except OSError:
+            return None
         current = parent
+    common_dir = git_dir
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+            common_dir = os.path.realpath(os.path.join(git_dir, handle.read().strip()))
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        if os.stat(git_dir).st_uid != os.geteuid():
+            return None
+    except OSError:
+        return None
+    return current, git_dir, common_dir
+
+
+def _gitfile_target(path: str) -> str | None:
+    """The git dir a gitfile (`gitdir: PATH`, a linked worktree's or a
+    submodule's) names, or None when it names none."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    target = os.path.realpath(os.path.join(os.path.dirname(path), text[8:].strip()))
+    return target if os.path.isdir(target) else None
+
+
+def _read_head(git_dir: str, common_dir: str) -> tuple[str, str] | None:
+    """(branch, commit id) of HEAD, `(detached)` for a detached one, read
+    from the files; None before the first commit or for a ref kept
+    anywhere but a loose file or packed-refs (a reftable)."""
+    try:
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as handle:
+            head = handle.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not head.startswith("ref: "):
+        return ("(detached)", head) if _is_object_id(head) else None
+    ref = head[5:].strip()
+    if not ref.startswith("refs/heads/") or ".." in ref.split("/"):
+        return None
+    sha = _read_ref(common_dir, ref)
+    return (ref[len("refs/heads/"):], sha) if sha is not None else None
+
+
+def _read_ref(common_dir: str, ref: str) -> str | None:
+    try:
+        with open(os.path.join(common_dir, *ref.split("/")), encoding="ascii") as handle:
+            text = handle.read(200).strip()
+        return text if _is_object_id(text) else None
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        with open(os.path.join(common_dir, "packed-refs"), encoding="utf-8") as handle:
+            for line in handle:
+                object_id, _, name = line.strip().partition(" ")
+                if name == ref and _is_object_id(object_id):
+                    return object_id
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def _is_object_id(text: str) -> bool:
+    return len(text) in (40, 64) and set(text) <= _HEX
+
+
+def _borrowed_config(common_dir: str) -> dict[str, str]:
+    """The `_BORROWED_KEYS` of a checkout's own config file, read as text
+    (git's syntax, as far as plain `key = value` lines go), each value a
+    plain word; nothing else of that file is read, and no include is
+    followed."""
+    values: dict[str, str] = {}
+    try:
+        with open(os.path.join(common_dir, "config"), encoding="utf-8") as handle:
+            lines = handle.read(1 << 20).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return values
+    section = ""
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("["):
+            name = line[1:line.find("]")] if "]" in line else ""
+            section = name.strip().lower() if " " not in name.strip() and "." not in name else ""
+            line = line[line.find("]") + 1:].strip() if "]" in line else ""
+        if not line or line.startswith(("#", ";")) or not section:
+            continue
+        key, equals, value = line.partition("=")
+        full = f"{section}.{key.strip().lower()}"
+        value = value.split("#")[0].split(";")[0].strip() if equals else "true"
+        if full in _BORROWED_KEYS and value and set(value) <= _PLAIN_VALUE:
+            values[full] = value
+    return values
+
+
+def _status_dir(folder: str, git_dir: str, common_dir: str, sha: str) -> str:
+    """Fill `folder` as a git dir of hills' own for one status call: HEAD
+    at `sha`, the checkout's objects by `alternates`, its exclude patterns
+    and shared index files, and a config hills wrote, which names no
+    command (no fsmonitor, hook, filter, driver, pager, helper)."""
+    borrowed = _borrowed_config(common_dir)
+    objectformat = borrowed.pop("extensions.objectformat", None)
+    os.makedirs(os.path.join(folder, "objects", "info"))
+    os.makedirs(os.path.join(folder, "refs"))
+    os.makedirs(os.path.join(folder, "info"))
+    lines = ["[core]", f"\trepositoryformatversion = {1 if objectformat else 0}", "\tbare = false",
+             "\tfsmonitor = false", "\tuntrackedCache = false", f"\thooksPath = {os.devnull}"]
+    lines += [f"\t{key.split('.', 1)[1]} = {value}" for key, value in sorted(borrowed.items())]
+    if objectformat:
+        lines += ["[extensions]", f"\tobjectformat = {objectformat}"]
+    with open(os.path.join(folder, "config"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    with open(os.path.join(folder, "HEAD"), "w", encoding="ascii") as handle:
+        handle.write(sha + "\n")
+    with open(os.path.join(folder, "objects", "info", "alternates"), "w", encoding="utf-8") as handle:
+        handle.write(os.path.join(common_dir, "objects") + "\n")
+    exclude = os.path.join(common_dir, "info", "exclude")
+    if os.path.isfile(exclude):
+        os.symlink(exclude, os.path.join(folder, "info", "exclude"))
+    for name in os.listdir(git_dir):
+        if name.startswith("sharedindex."):  # a split index reads its base from the git dir
+            os.symlink(os.path.join(git_dir, name), os.path.join(folder, name))
+    return folder
+
+
+def _dirty(work_tree: str, git_dir: str, common_dir: str, sha: str, folder: str) -> bool | None:
+    """Whether `git status` lists anything under `folder` (tracked changes
+    or untracked files), asked on a git dir of hills' own; None when git
+    cannot say."""
+    import shutil
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="hills-lineage-")
+    try:
+        view = _status_dir(os.path.join(scratch, "git"), git_dir, common_dir, sha)
+        env = clean_env({"GIT_INDEX_FILE": os.path.join(git_dir, "index"), "GIT_CONFIG_GLOBAL": os.devnull,
+                         "GIT_CONFIG_NOSYSTEM": "1", "GIT_ATTR_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0",
+                         "GIT_NO_REPLACE_OBJECTS": "1"})
+        # --ignore-submodules: a submodule's status is its own repository's,
+        # config and all; the submission's lineage does not look inside one.
+        exit_code, out = _git(["--git-dir=" + view, "--work-tree=" + work_tree, "-C", folder,
+                               "--no-optional-locks", "status", "--porcelain=v2", "-z", "--untracked-files=normal",
+                               "--ignore-submodules=all", "--", "."], env, None, None, (0, 128))
+    except (OSError, CommandFailed, EnvironmentProblem):
+        return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if exit_code != 0:
+        return None
+    return any(record and not record.startswith("#") for record in out.decode("utf-8", "replace").split("\0"))

@@ -50,12 +50,20 @@ def _shaped(report: dict[str, Any]) -> dict[str, Any]:
     return shaped
 
 
-def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], object]) -> None:
+def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], object],
+           signed_by: str | None = None) -> None:
+    """Emit the report's lines, `verdict_line` first; `signed_by` names the
+    signer when the signature holds (hills.verify.signer_text)."""
+    from .verify import trust_text
+
     report = _shaped(report)
     emit(verdict_line)
     emit(f"{subject_line(report)}  {report.get('timestamp', '')}"
          + ("" if report.get("official") else f"  (unofficial: {report.get('official_reason') or report.get('trust')})"))
     emit(f"  status       {summary_line(report)}")
+    emit(f"  trust        {trust_text(report)}")
+    if signed_by is not None:
+        emit(f"  signer       {signed_by}")
     if report.get("reason"):
         emit(f"  reason       {report['reason']}")
     if report.get("submission_hash"):

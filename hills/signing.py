@@ -120,8 +120,19 @@ def message(envelope: dict[str, Any]) -> bytes:
 
 def sign(envelope: dict[str, Any], keys: Keys) -> str:
     """The signature of `envelope` as it stands (its own `signature` key is
-    ignored): `sshsig:` and the base64 of an SSHSIG blob over `message`."""
+    ignored): `sshsig:` and the base64 of an SSHSIG blob over `message`.
+    A report that says `trust: "service"` is signed only by the service's
+    own process: its key is the one a climber trusts as the service's."""
     assert keys.public is not None
+    if envelope.get("trust") == SERVICE:
+        from .caller import not_the_service
+        from .errors import EnvironmentProblem
+
+        why = not_the_service()
+        if why:
+            raise EnvironmentProblem(f"refusing to sign a report that says trust 'service': this process is not "
+                                     f"the hills service ({why})",
+                                     hint="a report signed with this machine's key says trust 'same-user'")
     signed = ed25519.sshsig_signed_data(NAMESPACE, message(envelope))
     blob = ed25519.sshsig_blob(keys.public, NAMESPACE, keys.sign(signed))
     return SCHEME + ":" + binascii.b2a_base64(blob, newline=False).decode("ascii")
@@ -137,15 +148,18 @@ def seal(envelope: dict[str, Any], keys: Keys) -> None:
 class Verdict:
     """Whether a report's signature holds (`ok`), why (`reason`), and who
     signed it: `signer` ("this machine", a trusted name, or None), `public`
-    (the signing key's bytes when the signature names one)."""
+    (the signing key's bytes when the signature names one), and whether
+    that key is trusted as an evaluation service's (`service_key`)."""
 
-    __slots__ = ("ok", "reason", "signer", "public")
+    __slots__ = ("ok", "reason", "signer", "public", "service_key")
 
-    def __init__(self, ok: bool, reason: str, signer: str | None = None, public: bytes | None = None) -> None:
+    def __init__(self, ok: bool, reason: str, signer: str | None = None, public: bytes | None = None,
+                 service_key: bool = False) -> None:
         self.ok = ok
         self.reason = reason
         self.signer = signer
         self.public = public
+        self.service_key = service_key
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.ok, self.reason))
@@ -165,6 +179,10 @@ class Verdict:
 
 
 LOCAL = "this machine"
+SERVICE = "service"
+# `evaluator` is what reports of older hills say for `same-user`.
+TRUST_MODES = ("service", "same-user", "self-reported", "evaluator")
+NOT_A_SERVICE_KEY = "is not trusted as a service key"
 
 
 def decode_signature(text: str) -> bytes:
@@ -213,12 +231,35 @@ def verify(envelope: object, keys: Keys, allowed: Sequence[Signer] | None = None
     if not check(public, signed, raw):
         return Verdict(False, "signature INVALID: this report was edited after it was signed", public=public)
     if public == keys.public:
-        return Verdict(True, "signature valid", LOCAL, public)
+        return _bound(envelope, LOCAL, public, fingerprint, None)
     for signer in allowed or ():
         if signer.public == public:
-            return Verdict(True, "signature valid", signer.name, public)
+            return _bound(envelope, signer.name, public, fingerprint, signer.service)
     return Verdict(False, f"signature INVALID: signed by {fingerprint}, a key this machine does not trust",
                    public=public)
+
+
+def _bound(envelope: dict[str, Any], name: str, public: bytes | None, fingerprint: str,
+           service: bool | None) -> Verdict:
+    """The verdict on a report whose signature holds, by the key trusted as
+    `name`: valid unless its `trust` claims what that key cannot back. Only
+    a key trusted as a service's (`service`; for this machine's own key,
+    None: a service key only in the service's own process) backs
+    `service`; a claim that is no trust mode at all backs nothing."""
+    claim = envelope.get("trust")
+    if claim == SERVICE:
+        if service is None:
+            from .caller import not_the_service
+
+            service = not not_the_service()
+        if not service:
+            who = "this machine's key" if name == LOCAL else f"'{name}'"
+            return Verdict(False, f"signature INVALID as a service report: it claims trust 'service', but its "
+                                  f"signer, {who} ({fingerprint}), {NOT_A_SERVICE_KEY}", name, public)
+    elif claim is not None and (not isinstance(claim, str) or claim not in TRUST_MODES):
+        return Verdict(False, f"signature INVALID: trust {json.dumps(claim)} is no trust mode "
+                              f"(expected one of {', '.join(TRUST_MODES)})", name, public)
+    return Verdict(True, "signature valid", name, public, bool(service))
 
 
 def _verify_legacy(envelope: dict[str, Any], signature: str, secret: bytes | None) -> Verdict:
@@ -235,7 +276,7 @@ def _verify_legacy(envelope: dict[str, Any], signature: str, secret: bytes | Non
         return Verdict(False, f"signature INVALID: {exc.message}")
     given = signature.partition(":")[2]
     if hmac.compare_digest(expected.encode("ascii"), given.encode("utf-8", "replace")):
-        return Verdict(True, "signature valid", LEGACY_SIGNER)
+        return _bound(envelope, LEGACY_SIGNER, None, "an HMAC secret", None)
     return Verdict(False, "signature INVALID: the report was edited, or signed with another machine's old secret")
 
 

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 NAMESPACE = "hills-report"
+# The role of a key trusted as an evaluation service's: listed among its
+# namespaces, where OpenSSH keeps it as one more pattern (a signature is
+# still made and checked in `hills-report`), so the file stays OpenSSH's.
+SERVICE_NAMESPACE = "hills-service"
 # A principal of allowed_signers is a list of patterns; a name here is one
 # plain principal, so it can hold none of the characters patterns use.
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z"  # compiled on first use: the eval imports this module
@@ -180,13 +184,20 @@ def comment() -> str:
 # --- the allowed-signers file -------------------------------------------
 
 class Signer:
-    """One trusted key: the name it was added under and its 32 key bytes."""
+    """One trusted key: the name it was added under, its 32 key bytes, and
+    whether it is trusted as an evaluation service's key (`service`), the
+    only role that may sign a report claiming `trust: "service"`."""
 
-    __slots__ = ("name", "public")
+    __slots__ = ("name", "public", "service")
 
-    def __init__(self, name: str, public: bytes) -> None:
+    def __init__(self, name: str, public: bytes, service: bool = False) -> None:
         self.name = name
         self.public = public
+        self.service = service
+
+    @property
+    def role(self) -> str:
+        return "service" if self.service else "machine"
 
     @property
     def fingerprint(self) -> str:
@@ -194,7 +205,8 @@ class Signer:
 
     def line(self) -> str:
         """Its allowed_signers line, as `ssh-keygen -Y verify` reads it."""
-        return f'{self.name} namespaces="{NAMESPACE}" {ed25519.public_line(self.public)}'
+        namespaces = f"{NAMESPACE},{SERVICE_NAMESPACE}" if self.service else NAMESPACE
+        return f'{self.name} namespaces="{namespaces}" {ed25519.public_line(self.public)}'
 
 
 def parse_line(line: str) -> Signer | None:
@@ -205,6 +217,7 @@ def parse_line(line: str) -> Signer | None:
         return None
     name, _, rest = text.partition(" ")
     rest = rest.strip()
+    service = False
     # Options come before the key type; hills writes only namespaces="...".
     while rest and not rest.startswith(ed25519.KEY_TYPE + " "):
         if rest.split()[0].startswith(("ssh-", "ecdsa-", "sk-")):
@@ -213,12 +226,14 @@ def parse_line(line: str) -> Signer | None:
         if match is None:
             raise ValueError("expected options and then 'ssh-ed25519 AAAA...'")
         option, value = match.group(1).lower(), (match.group(2) or "=").strip('="')
-        if option == "namespaces" and NAMESPACE not in value.split(","):
-            return None  # a key trusted for other namespaces only
+        if option == "namespaces":
+            if NAMESPACE not in value.split(","):
+                return None  # a key trusted for other namespaces only
+            service = SERVICE_NAMESPACE in value.split(",")
         if option == "cert-authority":
             return None  # a CA signs certificates, which hills does not read
         rest = rest[match.end():]
-    return Signer(name, ed25519.parse_public(rest))
+    return Signer(name, ed25519.parse_public(rest), service)
 
 
 def trusted() -> list[Signer]:
@@ -260,16 +275,17 @@ def check_name(name: str) -> None:
                               "e.g. alice or hills@lab-2")
 
 
-def add(name: str, key_text: str) -> Signer:
-    """Trust `key_text` (an `ssh-ed25519 AAAA...` line) under `name`,
-    replacing a key trusted under that name before."""
+def add(name: str, key_text: str, service: bool = False) -> Signer:
+    """Trust `key_text` (an `ssh-ed25519 AAAA...` line) under `name`, as an
+    evaluation service's key when `service`, replacing a key trusted under
+    that name before."""
     check_name(name)
     try:
         public = ed25519.parse_public(key_text)
     except ValueError as exc:
         raise UsageError(f"key for '{name}' is not an OpenSSH public key line: {exc}",
                          hint="pass the line 'hills key' prints on the signing machine, in quotes") from None
-    signer = Signer(name, public)
+    signer = Signer(name, public, service)
     _rewrite(lambda entry: entry is None or entry.name != name, extra=signer.line())
     return signer
 

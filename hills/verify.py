@@ -18,6 +18,29 @@ if TYPE_CHECKING:
 UNTRUSTED_HINT = ("compare the fingerprint with what 'hills key' prints on the machine that signed it; "
                   "if it is that machine's, run 'hills trust add NAME KEY' with the line 'hills key' printed")
 LEGACY_HINT = "a report signed before Ed25519 keys verifies only on the machine that signed it"
+SERVICE_KEY_HINT = ("only an evaluation service's key signs a report that says trust 'service'; if the key is the "
+                    "service's, trust it as one: hills trust add --service NAME KEY, with the line 'hills key' "
+                    "prints through the service")
+TRUST_MEANING = {"service": "signed by the evaluation service, whose key the climber cannot read",
+                 "same-user": "signed with the key of the user who ran the eval, who could have signed anything",
+                 "self-reported": "signed by hills-sign, not produced by an evaluator",
+                 "evaluator": "what older hills said for same-user"}
+
+
+def signer_text(found: Verdict, report: dict) -> str:
+    """Who signed a report that verifies: the name its key is trusted under
+    (or this machine), its fingerprint, and its role when a service's."""
+    name = found.signer if found.signer in (signing.LOCAL, signing.LEGACY_SIGNER) else f"'{found.signer}'"
+    fingerprint = f" ({report.get('signer')})" if isinstance(report.get("signer"), str) else ""
+    return name + fingerprint + (", trusted as a service key" if found.service_key else "")
+
+
+def trust_text(report: dict) -> str:
+    """The trust mode a report claims, and what it means."""
+    claim = report.get("trust")
+    if claim is None:
+        return "not stated (a report from before trust modes)"
+    return f"{claim} ({TRUST_MEANING[claim]})" if claim in TRUST_MEANING else str(claim)
 
 
 def verdict(report: dict, keys: Keys | None = None, allowed: list[Signer] | None = None) -> Verdict:

@@ -269,7 +269,8 @@ def _forged(tmp_path, name, files, locks_text=None):
 
 
 @pytest.mark.parametrize("files, words", [
-    ({"hill.yaml": b"x\n", ".vc/config": b"[core]\n\tfsmonitor = touch /tmp/owned\n"}, "inside the hill's git dir"),
+    ({"hill.yaml": b"x\n", ".vc/config": b"[core]\n\tfsmonitor = touch /tmp/owned\n"}, "inside a git dir ('.vc')"),
+    ({"hill.yaml": b"x\n", "examples/a/.vc/config": b"[core]\n"}, "'examples/a/.vc/config', inside a git dir"),
     ({"hill.yaml": b"x\n", "private": ("link", "/etc")}, "is not a plain file"),
     ({"hill.yaml": b"x\n", "private.lock": b'version = 1\n[files."../../escape"]\nsize = 1\n'
                                            b'digest = "blake3:00"\n'}, "no place for a data file"),
@@ -278,3 +279,58 @@ def test_a_forged_tree_is_refused_before_anything_is_written(project, tmp_path, 
     forged = _forged(tmp_path, "forged", files)
     _refused(forged, tmp_path / "into", words)
     assert not (tmp_path / "escape").exists()
+
+
+# A bundle whose lock plants a repository in the hill: `.git/config` with
+# an fsmonitor would run its command in the next git call under the hill
+# (an eval's lineage of its example). Refused by name, at any depth and in
+# any case, before a file is written.
+PLANTED = b"[core]\n\tfsmonitor = touch /tmp/hills-planted-fsmonitor\n"
+
+
+def _lock_listing(rel, data=PLANTED):
+    from conftest import digest_of
+
+    return (f'version = 1\n[files."{rel}"]\nsize = {len(data)}\ndigest = "{digest_of(data)}"\n').encode()
+
+
+@pytest.mark.parametrize("lock, rel", [
+    ("blobs.lock", ".git/config"),
+    ("blobs.lock", "examples/grid/.git/config"),
+    ("blobs.lock", "data/.GIT/hooks/post-checkout"),
+    ("blobs.lock", "data/.git./config"),
+    ("private.lock", "private/.vc/config"),
+])
+def test_a_lock_listing_a_path_in_a_git_dir_is_refused_by_name(project, tmp_path, lock, rel):
+    from conftest import digest_of
+
+    forged = _forged(tmp_path, "planted", {"hill.yaml": b"x\n", lock: _lock_listing(rel)})
+    # The bundle carries the payload too, as a data member the lock names.
+    with tarfile.open(forged, "a") as out:
+        info = tarfile.TarInfo("data/" + digest_of(PLANTED).removeprefix("blake3:"))
+        info.size = len(PLANTED)
+        out.addfile(info, io.BytesIO(PLANTED))
+    message = _refused(forged, tmp_path / "into", f"{lock} lists '{rel}'", "inside a git dir")
+    assert "where hills writes no data file" in message
+    assert not list((tmp_path / "into").iterdir()), "a refused bundle left something behind"
+
+
+@pytest.mark.parametrize("neutral", [True, False])
+def test_a_bundles_attributes_pick_no_driver_of_the_users_global_config(project, tmp_path, monkeypatch, neutral):
+    # The user's global config defines a smudge filter; the bundle's
+    # .gitattributes names it, so checking its files out would run it.
+    marker = tmp_path / "smudged"
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text(f"[filter \"evil\"]\n\tsmudge = \"sh -c 'touch {marker}; cat'\"\n")
+    if not neutral:
+        from hills import git as git_module
+
+        monkeypatch.setattr(git_module, "NEUTRAL_CONFIG", {})  # the control: git reads the user's config
+    forged = _forged(tmp_path, "attributed", {"hill.yaml": b"x\n", ".gitattributes": b"* filter=evil\n",
+                                              "eval.py": b"print(1)\n"})
+    into = tmp_path / "into"
+    into.mkdir()
+    result = run_cli("unbundle", forged, "--into", into)
+    assert result.code == 0, result.output
+    assert (into / ".hills" / "attributed" / "eval.py").read_bytes() == b"print(1)\n"
+    assert marker.exists() is not neutral, "the global smudge filter ran" if neutral else "the control proves nothing"

@@ -93,6 +93,31 @@ def test_same_user_reports_say_same_user_and_the_local_user(service):
     assert result.report["trust"] == "same-user" and result.report["user"] == service.climber
 
 
+def test_a_same_user_climber_cannot_sign_a_report_that_claims_the_service(service):
+    project = Path(home_of(service.climber)) / "project"
+    made = make_hill(service, service.climber, "claims", extra_env=same_user())
+    assert made.code == 0, made.err
+    folder = submission(service, service.climber, "sub-claims")
+    plain = service.hills(service.climber, "eval", folder, "-H", "claims", "--json", cwd=str(project), **same_user())
+    assert plain.code == 0 and plain.report["trust"] == "same-user", plain.err
+    # The attack: the caller says whom the service serves.
+    forged = service.hills(service.climber, "eval", folder, "-H", "claims", "--json", cwd=str(project),
+                           **same_user(HILLS_SERVED_FOR=service.admin))
+    assert forged.code == 4, forged.out + forged.err
+    assert forged.out == ""
+    assert f"'HILLS_SERVED_FOR' names user '{service.admin}', but this process is not the hills service" in forged.err
+    # A state folder of its own shaped like the service's, with a service.json
+    # naming itself: not root's, so not the service.
+    fake = Path(home_of(service.climber)) / "fake-state"
+    made = service.shell(service.climber, f"mkdir -p {fake}/home && chmod 700 {fake} && "
+                                          f"echo '{{\"user\": \"{service.climber}\"}}' > {fake}/service.json")
+    assert made.code == 0, made.err
+    faked = service.hills(service.climber, "eval", folder, "-H", "claims", "--json", cwd=str(project),
+                          **same_user(HILLS_SERVED_FOR=service.admin, HILLS_HOME=f"{fake}/home"))
+    assert faked.code == 4, faked.out + faked.err
+    assert f"this process is not the hills service: '{fake}/service.json' was not written by root" in faked.err
+
+
 def test_the_admin_may_delete_private_after_commit_and_evals_still_score(service):
     private = Path(home_of(service.admin)) / "project" / ".hills" / DEMO / "private"
     subprocess.run(["rm", "-rf", str(private)], check=True)
@@ -110,15 +135,25 @@ def test_verify_offline_and_with_openssh_alone(service, tmp_path):
     path.write_text(report.out)
     through = service.hills(service.climber, "verify", str(path))
     assert through.code == 0 and "valid" in through.err + through.out
+    # In the service's own process, its own key backs the claim.
+    assert "trusted as a service key" in through.out and "  trust: service (" in through.out
     key = service.hills(service.climber, "key")
     assert key.code == 0 and key.out.startswith("ssh-ed25519 ")
+    assert "hills trust add --service" in key.err
     # Offline, on the climber's own machine state, with nothing but the public key.
     offline_env = same_user()
     unknown = service.hills(service.climber, "verify", str(path), **offline_env)
     assert unknown.code == 1
+    # Trusted as a machine's key, it does not back a report that says the service.
     assert service.hills(service.climber, "trust", "add", "service", key.out.strip(), **offline_env).code == 0
+    as_machine = service.hills(service.climber, "verify", str(path), **offline_env)
+    assert as_machine.code == 1 and "is not trusted as a service key" in as_machine.out, as_machine.out
+    assert service.hills(service.climber, "trust", "add", "--service", "service", key.out.strip(),
+                         **offline_env).code == 0
     offline = service.hills(service.climber, "verify", str(path), **offline_env)
     assert offline.code == 0, offline.err
+    assert "  key: 'service' (" in offline.out and "trusted as a service key" in offline.out
+    assert "  trust: service (" in offline.out
     export = Path(home_of(service.climber)) / "export"
     exported = service.hills(service.climber, "verify", "--export", str(export), str(path), **offline_env)
     assert exported.code == 0, exported.err

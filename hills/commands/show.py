@@ -14,7 +14,10 @@ from .output import emit, say
 def command(report_path: str, picture_path: str | None) -> int:
     """Render a report for a person: verdict, metrics, breakdown, instances.
 
-    Shows whether the signature is valid, the status and reason, metrics with
+    Shows whether the signature is valid, the trust mode the report claims
+    and its signer (the name its key is trusted under and its fingerprint;
+    a claim of trust 'service' holds only with a key trusted as a
+    service's), the status and reason, metrics with
     their replicate spread, side metrics, unit tests, the report block with
     its worst segment first, and the instances worst first. Exits 1 when the
     signature is INVALID (the report is still shown, marked as such).
@@ -23,13 +26,16 @@ def command(report_path: str, picture_path: str | None) -> int:
 
     report = signing.load_report(report_path)
     found = verify.verdict(report)
-    render(report, "signature valid" if found.ok else f"signature INVALID ({found.reason})")
+    render(report, "signature valid" if found.ok else f"signature INVALID ({found.reason})",
+           verify.signer_text(found, report) if found.ok else None)
     if picture_path is not None:
         _draw(report, picture_path)
     if found.ok:
         return errors.EXIT_OK
     if "does not trust" in found.reason:
         say(f"hint: {verify.UNTRUSTED_HINT}")
+    if signing.NOT_A_SERVICE_KEY in found.reason:
+        say(f"hint: {verify.SERVICE_KEY_HINT}")
     return errors.EXIT_NO
 
 
@@ -46,8 +52,8 @@ def _draw(report: dict, path: str) -> None:
     say(f"picture: {picture.describe(drawn)}, drawn in {path}")
 
 
-def render(report: dict, verdict: str) -> None:
+def render(report: dict, verdict: str, signed_by: str | None = None) -> None:
     """The report, verdict first, on stdout."""
     from .. import show
 
-    show.render(report, verdict, emit)
+    show.render(report, verdict, emit, signed_by)

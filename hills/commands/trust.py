@@ -17,19 +17,23 @@ def command() -> None:
     The keys live in the allowed-signers file of the machine state
     ($HILLS_HOME/allowed_signers, OpenSSH's allowed_signers format, each
     key limited to the namespace hills-report), which ssh-keygen -Y verify
-    reads as it is.
+    reads as it is. A key added with --service also lists hills-service
+    among its namespaces: it is an evaluation service's, and only such a
+    key's reports may say trust 'service'.
     """
 
 
 @command.command("add", context_settings=CONTEXT)
 @click.argument("name", metavar="NAME")
 @click.argument("key", metavar="KEY")
-def add(name: str, key: str) -> int:
+@click.option("--service", is_flag=True,
+              help="Trust KEY as an evaluation service's key: the only role whose reports may say trust 'service'.")
+def add(name: str, key: str, service: bool) -> int:
     """Trust KEY (an 'ssh-ed25519 AAAA...' line, as 'hills key' prints it) as NAME."""
     from .. import trust
 
-    signer = trust.add(name, key)
-    say(f"trusted '{signer.name}' ({signer.fingerprint})")
+    signer = trust.add(name, key, service=service)
+    say(f"trusted '{signer.name}' ({signer.fingerprint})" + (" as a service key" if service else ""))
     return errors.EXIT_OK
 
 
@@ -47,16 +51,16 @@ def remove(name: str) -> int:
 @command.command("list", context_settings=CONTEXT)
 @json_option
 def list_(as_json: bool) -> int:
-    """List the trusted keys: name, fingerprint and key, one per line."""
+    """List the trusted keys: name, fingerprint, key and role, one per line."""
     from .. import ed25519, trust
 
     signers = trust.trusted()
     if as_json:
         emit_json([{"name": signer.name, "fingerprint": signer.fingerprint,
-                    "key": ed25519.public_line(signer.public)} for signer in signers])
+                    "key": ed25519.public_line(signer.public), "role": signer.role} for signer in signers])
     else:
         for signer in signers:
-            emit(f"{signer.name}\t{signer.fingerprint}\t{ed25519.public_line(signer.public)}")
+            emit(f"{signer.name}\t{signer.fingerprint}\t{ed25519.public_line(signer.public)}\t{signer.role}")
     for problem in trust.problems():
         say(f"warning: {problem} (skipped)")
     return errors.EXIT_OK

@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
 HELP = """Check the signature of each REPORT file ('-' reads stdin).
 
-    Prints 'signature valid' with the verdict and the signer for each (this
-    machine, or a name 'hills trust add' gave a key), or 'signature
-    INVALID' with the reason: edited, or signed by a key this machine does
-    not trust (named by its fingerprint). Needs only public keys and never
-    creates a key. Exits 1 if any report is INVALID.
+    Prints 'signature valid' with the verdict, the signer (this machine, or
+    the name 'hills trust add' gave a key, and its fingerprint) and the
+    trust mode the report claims, or 'signature INVALID' with the reason:
+    edited, signed by a key this machine does not trust (named by its
+    fingerprint), or claiming trust 'service' with a key not trusted as a
+    service's ('hills trust add --service'). Needs only public keys and
+    never creates a key. Exits 1 if any report is INVALID.
 
     With --export DIR (one REPORT), also writes DIR/message,
     DIR/report.sig and DIR/allowed_signers, and prints the ssh-keygen
@@ -58,8 +60,8 @@ def render(results: list[tuple[str, Verdict, dict | None]], out: TextIO | None =
     return the exit code: 1 if any is INVALID, 2 if any file could not be
     read as a report at all."""
     from ..report import subject_line, summary_line
-    from ..signing import LOCAL
-    from ..verify import LEGACY_HINT, UNTRUSTED_HINT
+    from ..signing import NOT_A_SERVICE_KEY
+    from ..verify import LEGACY_HINT, SERVICE_KEY_HINT, UNTRUSTED_HINT, signer_text, trust_text
 
     # Looked up per call: a default bound at import would miss a redirected stdout.
     out = out or sys.stdout
@@ -76,9 +78,8 @@ def render(results: list[tuple[str, Verdict, dict | None]], out: TextIO | None =
             who = f"hills {tool.get('version')}" if tool.get("version") else "hills"
             trust = "" if report.get("official") else f"  [unofficial: {report.get('official_reason') or report.get('trust')}]"
             out.write(f"  signed {report.get('timestamp', '?')} by {who}{trust}\n")
-            signer = found.signer if found.signer == LOCAL else f"'{found.signer}'"
-            key = f" ({report.get('signer')})" if report.get("signer") else ""
-            out.write(f"  key: {signer}{key}\n")
+            out.write(f"  key: {signer_text(found, report)}\n")
+            out.write(f"  trust: {trust_text(report)}\n")
         elif report is None:
             # Not a report (missing, not JSON): a usage error, not a verdict.
             worst = errors.EXIT_USAGE
@@ -97,6 +98,8 @@ def render(results: list[tuple[str, Verdict, dict | None]], out: TextIO | None =
                 hints.append(UNTRUSTED_HINT)
             if "old HMAC secret this machine does not have" in found.reason and LEGACY_HINT not in hints:
                 hints.append(LEGACY_HINT)
+            if NOT_A_SERVICE_KEY in found.reason and SERVICE_KEY_HINT not in hints:
+                hints.append(SERVICE_KEY_HINT)
     out.flush()
     for hint in hints:
         err.write(f"hint: {hint}\n")
