@@ -33,7 +33,8 @@ def scanned(hill: Path) -> Result:
 def test_a_hill_with_private_data_and_no_leak_passes(demo: Path) -> None:
     result = scanned(demo)
     assert result.status == "ok", result.detail
-    assert result.detail.startswith("7 public files and ") and result.detail.endswith("against 3 private files")
+    assert result.detail.startswith("7 public files, ") and result.detail.endswith("against 3 private files")
+    assert " installed files scanned " in result.detail
 
 
 @pytest.mark.parametrize("rel, content, words", [
