@@ -74,7 +74,7 @@ def test_examples_lists_every_template(project):
     assert len(result.out.splitlines()) == len(TEMPLATES)
     lines = dict(line.split(None, 1) for line in result.out.splitlines())
     assert lines["nanogpt-10min"].startswith("Train a small GPT on Python source bytes within a wall-clock budget")
-    assert lines["dataset"].startswith("Predict the digit in 8x8 handwritten images")
+    assert lines["dataset"].startswith("Predict the digit in 8x8 handwritten-looking images")
     as_json = json.loads(run_cli("examples", "--json").out)
     assert list(as_json) == TEMPLATES and all(as_json.values())
 
@@ -86,9 +86,12 @@ def test_a_template_with_make_data_builds_its_data_at_creation(project):
     for rel in ("data/train.csv", "data/validation/inputs.csv", "private/holdout/inputs.csv",
                 "private/labels/validation.csv", "private/labels/holdout.csv", "make_data.py"):
         assert (hill / rel).is_file(), rel
-    # The source holds every label: the script removes it from the new hill.
-    assert not (hill / "digits.csv.gz").exists()
     assert (hill / "data" / "train.csv").read_text().splitlines()[0].endswith(",p63,label")
+    # The images are drawn from fresh randomness: a second hill holds others.
+    again = run_cli("new", "digits-2", "-t", "dataset")
+    assert again.code == 0, again.output
+    for rel in ("data/train.csv", "private/holdout/inputs.csv", "private/labels/holdout.csv"):
+        assert (hill / rel).read_bytes() != (project / ".hills" / "digits-2" / rel).read_bytes(), rel
 
 
 @pytest.mark.parametrize("name", ["Bad", "../x", "a/b", "", "a" * 64, "-x", "x.lock", "a..b"])
