@@ -3,6 +3,7 @@ content of private/ in what the solution phase can see (public files,
 blobs, README, examples, the variables an eval passes on) fails the check,
 naming the place and the private file it came from."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,53 @@ def test_the_gate_judges_again_when_private_data_or_a_variable_changes(demo: Pat
     committed = run_cli("commit", "demo", "-m", "again")
     assert committed.code == 1
     assert "'$TZ' holds a value of 'private/answers.json'" in committed.error_lines[0]
+
+
+HOLDOUT_ROWS = "id,a,b,c,d,e,f,g,h,i,j\n" + "".join(
+    f"r{row},{','.join(str((row * 31 + col * 17) % 97) for col in range(10))}\n" for row in range(5))
+
+
+def test_held_out_content_in_the_hills_environment_fails_naming_it(demo: Path) -> None:
+    """A package of the hill's environment that ships held-out data (as
+    scikit-learn ships the digits with their labels): a whole copy of a
+    private file, and the held-out rows with their labels inside a .gz
+    file. Before the package is there, the same hill passes."""
+    import gzip
+
+    from hills import uvenv
+
+    write_files(demo / "private", {"holdout/inputs.csv": HOLDOUT_ROWS})
+    checked = run_cli("check", "demo", "--no-tests")
+    assert checked.code == 0, checked.output
+    env_dir = leakscan.work_env(str(demo))
+    [site] = Path(env_dir).glob("lib/python*/site-packages")
+    package = write_files(site / "leaky", {"labels.json": LABELS})
+    labelled = "".join(line.split(",", 1)[1] + ",7\n" for line in HOLDOUT_ROWS.splitlines()[1:])
+    (package / "table.csv.gz").write_bytes(gzip.compress(labelled.encode()))
+    uvenv._seal(env_dir)  # as a package in uv.lock would have built it
+    checked = run_cli("check", "demo", "--no-tests")
+    assert checked.code == 1, checked.output
+    assert "rebuilding" not in checked.err, "the environment must be used as planted"
+    assert (f"'{package / 'labels.json'}' (the hill's environment) is a copy of 'private/labels.json'"
+            in checked.out), checked.out
+    assert (f"'{package / 'table.csv.gz'}' member 'table.csv' (the hill's environment) line 1 holds a row of "
+            "'private/holdout/inputs.csv'") in checked.out, checked.out
+    assert "hint: submitted code can read what is installed where it runs" in checked.out
+
+
+def test_a_private_file_the_hills_package_ships_fails_naming_it(demo: Path) -> None:
+    """The hills package itself, where the templates' held-out data used
+    to ship: a private file that is a copy of a shipped file is found there."""
+    from hills import hill
+
+    shipped = Path(str(hill.shipped("examples"))) / "bin-packing" / "data" / "validation" / "v01-uniform.json"
+    write_files(demo / "private", {"holdout/h01.json": shipped.read_bytes()})
+    result = leakscan.leak_check(str(demo))
+    assert result.status == "fail"
+    assert f"'{shipped}' (the hills package) is a copy of 'private/holdout/h01.json'" in result.detail
+    (demo / "private" / "holdout" / "h01.json").write_text(
+        json.dumps({"capacity": 100, "items": json.loads(shipped.read_text())["items"][:-1]}))
+    result = leakscan.leak_check(str(demo))
+    assert result.status == "fail", "the items in order are still there"
+    assert f"'{shipped}' (the hills package) line 1 holds a sequence of numbers of 'private/holdout/h01.json'" \
+        in result.detail
