@@ -76,6 +76,9 @@ MAX_ROWS = 50_000
 # INSTALLED_TOTAL in all, the hills package first, then the environment,
 # each in path order. Lines, values and lone numbers are looked for in the
 # hill's own files only: other packages' code and docs hold common ones.
+# A private file shorter than COPY_MIN bytes ("42\n") is the same as some
+# installed file by chance: it counts as copied in the hill's own files only.
+COPY_MIN = 64
 INSTALLED_READ = 4 * 1024 * 1024
 INSTALLED_TOTAL = 64 * 1024 * 1024
 MEMBER_READ = 64 * 1024 * 1024
@@ -533,7 +536,7 @@ def _scan_installed(full: str, st: os.stat_result, place: str, held: Private, si
                     budget: int) -> tuple[list[Finding], int]:
     """What one installed file holds of the private files, and the text budget left."""
     findings: list[Finding] = []
-    if st.st_size in sizes:
+    if st.st_size in sizes and st.st_size >= COPY_MIN:
         from .locks import file_digest
 
         copied = held.digests.get((st.st_size, file_digest(full)))
@@ -541,7 +544,8 @@ def _scan_installed(full: str, st: os.stat_result, place: str, held: Private, si
             return [Finding(full, None, copied, "copy", "", "", place)], budget
     compressed = full.lower().endswith((".gz", *ARCHIVES))
     for member, data in _members(full, sizes, budget) if compressed else ():
-        copied = held.digests.get((len(data), _blake3(data))) if len(data) in sizes else None
+        copied = held.digests.get((len(data), _blake3(data))) if len(data) in sizes and len(data) >= COPY_MIN \
+            else None
         if copied is not None:
             findings.append(Finding(full, None, copied, "copy", "", member, place))
             continue

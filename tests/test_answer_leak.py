@@ -159,14 +159,14 @@ def test_held_out_content_in_the_hills_environment_fails_naming_it(demo: Path) -
     assert checked.code == 0, checked.output
     env_dir = leakscan.work_env(str(demo))
     [site] = Path(env_dir).glob("lib/python*/site-packages")
-    package = write_files(site / "leaky", {"labels.json": LABELS})
+    package = write_files(site / "leaky", {"inputs.csv": HOLDOUT_ROWS})
     labelled = "".join(line.split(",", 1)[1] + ",7\n" for line in HOLDOUT_ROWS.splitlines()[1:])
     (package / "table.csv.gz").write_bytes(gzip.compress(labelled.encode()))
     uvenv._seal(env_dir)  # as a package in uv.lock would have built it
     checked = run_cli("check", "demo", "--no-tests")
     assert checked.code == 1, checked.output
     assert "rebuilding" not in checked.err, "the environment must be used as planted"
-    assert (f"'{package / 'labels.json'}' (the hill's environment) is a copy of 'private/labels.json'"
+    assert (f"'{package / 'inputs.csv'}' (the hill's environment) is a copy of 'private/holdout/inputs.csv'"
             in checked.out), checked.out
     assert (f"'{package / 'table.csv.gz'}' member 'table.csv' (the hill's environment) line 1 holds a row of "
             "'private/holdout/inputs.csv'") in checked.out, checked.out
@@ -189,3 +189,18 @@ def test_a_private_file_the_hills_package_ships_fails_naming_it(demo: Path) -> N
     assert result.status == "fail", "the items in order are still there"
     assert f"'{shipped}' (the hills package) line 1 holds a sequence of numbers of 'private/holdout/h01.json'" \
         in result.detail
+
+
+def test_a_short_private_file_matches_installed_files_by_chance_only(demo: Path) -> None:
+    """`42` is the default template's example answer, shipped with hills: a
+    private `42` is that file's twin by chance, not a leak. In the hill's
+    own files, a copy counts whatever its size."""
+    from hills import hill
+
+    shipped = Path(str(hill.shipped("examples"))) / "default" / "examples" / "basic" / "answer.txt"
+    assert shipped.read_text() == "42\n"
+    write_files(demo / "private", {"answer.txt": "42\n"})
+    assert scanned(demo).status == "ok"
+    write_files(demo, {"examples/answer.txt": "42\n"})
+    result = scanned(demo)
+    assert result.status == "fail" and "'examples/answer.txt' is a copy of 'private/answer.txt'" in result.detail
