@@ -444,6 +444,13 @@ def _members(full: str, sizes: set[int], read_text: int) -> Iterator[tuple[str, 
     name = full.lower()
     try:
         if name.endswith(".gz"):
+            with open(full, "rb") as raw:
+                raw.seek(-4, os.SEEK_END)
+                # The trailer's size of the data, modulo 2**32: a cheap
+                # look before the decompression.
+                size = int.from_bytes(raw.read(4), "little")
+            if size not in {known % 2 ** 32 for known in sizes} and not size <= read_text:
+                return
             with gzip.open(full, "rb") as handle:
                 data = handle.read(MEMBER_READ + 1)
             if len(data) <= MEMBER_READ:
@@ -543,7 +550,8 @@ def _scan_installed(full: str, st: os.stat_result, place: str, held: Private, si
         if copied is not None:
             return [Finding(full, None, copied, "copy", "", "", place)], budget
     compressed = full.lower().endswith((".gz", *ARCHIVES))
-    for member, data in _members(full, sizes, budget) if compressed else ():
+    text_budget = budget if held.needles.windows else 0  # nothing to look for in text: copies only
+    for member, data in _members(full, sizes, text_budget) if compressed else ():
         copied = held.digests.get((len(data), _blake3(data))) if len(data) in sizes and len(data) >= COPY_MIN \
             else None
         if copied is not None:
@@ -646,12 +654,21 @@ def refresh(hill_dir: str, cache: locks.StatCache, listing: tuple[list[str], lis
     kept = [entry for entry in kept if isinstance(entry, dict)] if isinstance(kept, list) else []
     fresh = next((entry["result"] for entry in kept if entry.get("key") == key and key is not None
                   and isinstance(entry.get("result"), dict)), None)
-    if fresh is not None:
-        from .check import Result as CheckResult
+    from .check import Result as CheckResult
 
+    if fresh is not None:
         current = CheckResult("answer leak", "ok", str(fresh.get("detail", "")) + " (remembered)")
     else:
-        current = leak_check(hill_dir, cache, work_env(hill_dir))
+        try:
+            env_dir = work_env(hill_dir)
+        except EnvironmentProblem:
+            raise
+        except HillsError as exc:
+            env_dir = None
+            current = CheckResult("answer leak", "fail", "the hill's environment, which the scan reads, cannot be "
+                                                        "built: " + exc.message.splitlines()[0])
+        if env_dir is not None:
+            current = leak_check(hill_dir, cache, env_dir)
         if current.status == "ok" and key is not None:
             entry = {"key": key, "result": current.as_dict()}
             try:
