@@ -6,10 +6,12 @@ import json
 import os
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from conftest import BIN_DIR, run_bin, run_cli
+from hills import hill
 
 TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default", "nanogpt-10min"]
 
@@ -191,3 +193,23 @@ def test_new_through_the_real_executable(project):
     listed = run_bin("git", "hill", "list", "--json", cwd=project)
     assert listed.code == 0, listed.output
     assert [row["name"] for row in json.loads(listed.out)] == ["demo"]
+
+
+def test_a_templates_own_private_folder_is_not_copied(project, tmp_path, monkeypatch):
+    """Held-out data is drawn by make_data.py at creation: a template that
+    holds a private/ (anyone can read the package) does not pass it on."""
+    import shutil
+
+    templates = tmp_path / "templates"
+    shutil.copytree(Path(str(hill.shipped("examples"))) / "default", templates / "leaky")
+    (templates / "leaky" / "private").mkdir()
+    (templates / "leaky" / "private" / "answers.json").write_text('{"q1": 42}\n')
+    (templates / "leaky" / "data" / "private").mkdir(parents=True)
+    (templates / "leaky" / "data" / "private" / "kept.txt").write_text("a folder of that name deeper is kept\n")
+    shipped = hill.shipped
+    monkeypatch.setattr(hill, "shipped", lambda folder: templates if folder == "examples" else shipped(folder))
+    created = run_cli("new", "copied", "-t", "leaky")
+    assert created.code == 0, created.output
+    made = Path(created.out.strip())
+    assert (made / "hill.yaml").is_file() and (made / "data" / "private" / "kept.txt").is_file()
+    assert not (made / "private").exists()
