@@ -330,3 +330,17 @@ def test_packings_hard_coded_by_content_gain_nothing_on_the_fresh_holdout(projec
             scores[name, bool(flags)] = result.report["metrics"][0]["value"]
     assert scores["attack", False] < scores["honest", False], scores
     assert scores["attack", True] == scores["honest", True], scores
+
+
+def test_nanogpt_holds_out_library_files_no_one_can_name(tmp_path):
+    """nanogpt-10min's held-out text is cut from the standard library, which
+    the training script can read; which files, a salt drawn at creation
+    and kept nowhere decides, so two hills hold out different ones, and no
+    script can train on exactly them. Each split is still 256 KiB."""
+    made = [make_hill(tmp_path, "nanogpt-10min", name) for name in ("nano-a", "nano-b")]
+    for split in ("validation", "holdout"):
+        first, second = ((hill_dir / "private" / f"{split}.bin").read_bytes() for hill_dir in made)
+        assert len(first) == len(second) == 256 * 1024 and first != second, split
+    records = [json.loads((hill_dir / "data" / "corpus.json").read_text()) for hill_dir in made]
+    assert not any("salt" in json.dumps(record) for record in records)
+    assert records[0]["splits"]["train"]["bytes"] != records[1]["splits"]["train"]["bytes"]
