@@ -58,7 +58,7 @@ def bind(python: str, hill_dir: str, entry: str, params: dict[str, Any]) -> dict
 
 # The checks in the order run_checks runs them: the next one's name is
 # what a progress line shows while it runs.
-ORDER = ("manifest", "layout", "readme", "answer leak", "dependencies", "environment", "evaluator contract",
+ORDER = ("manifest", "layout", "readme", "dependencies", "environment", "answer leak", "evaluator contract",
          "tests", "isolation", "leak probe", "cheat corpus")
 
 
@@ -121,9 +121,6 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
         return results
     results.append(Result("layout", "ok", ", ".join(present)))
     results.append(readme_check(hill_dir))
-    from . import leakscan
-
-    results.append(leakscan.leak_check(hill_dir))
 
     current, reason = uvenv.lock_is_current(hill_dir)
     if not current:
@@ -136,6 +133,10 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
     except HillsError as exc:
         results.append(Result("environment", "fail", exc.message.splitlines()[0]))
         return results
+    from . import leakscan
+
+    # After the environment: what it installs is scanned too.
+    results.append(leakscan.leak_check(hill_dir, env_dir=os.path.dirname(os.path.dirname(python))))
 
     if shape == "function":
         defaults = {key: param["default"] for key, param in spec["params"].items()}

@@ -308,7 +308,7 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
             populate(staging)
         elif source is not None:
             with importlib.resources.as_file(source) as folder:
-                state.copy_tree(folder, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+                state.copy_tree(folder, staging, ignore=_template_ignore(os.fspath(folder)))
         for rel in ("hill.yaml", "README.md", "pyproject.toml") if populate is None else ():
             path = os.path.join(staging, rel)
             if os.path.exists(path):
@@ -343,7 +343,25 @@ def create(name: str, template: str = "default", project_dir: str | None = None,
     return {"path": target, "home_created": home_created, "template": template}
 
 
-# A template that holds this script has it build the hill's data once, at creation.
+def _template_ignore(template_dir: str) -> Callable[[str, list[str]], set[str]]:
+    """What a template's copy leaves out: bytecode and caches, and its own
+    private/, if any: a hill's held-out data is made by the template's
+    make_data.py at creation, from fresh randomness, never copied from
+    the package, where anyone can read it."""
+    import fnmatch
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        dropped = {name for name in names if any(fnmatch.fnmatch(name, pattern)
+                                                  for pattern in ("__pycache__", "*.pyc", ".pytest_cache"))}
+        if os.path.abspath(folder) == os.path.abspath(template_dir) and "private" in names:
+            dropped.add("private")
+        return dropped
+
+    return ignore
+
+
+# A template that holds this script has it build the hill's data once, at
+# creation; held-out data it draws goes to private/.
 MAKE_DATA = "make_data.py"
 
 

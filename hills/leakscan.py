@@ -1,6 +1,9 @@
 """The answer-leak scan of `hills check`: held-out content of private/ found
-in what the solution phase can see (the hill's public files and blobs, and
-the environment variables an eval passes to submitted code)."""
+in what the solution phase can see: the hill's public files and blobs, the
+environment variables an eval passes to submitted code, and what is
+installed where submitted code runs (the hill's environment and the hills
+package, its shipped templates included). The rules are in
+hills-check(1), ANSWER LEAK."""
 
 from __future__ import annotations
 
@@ -9,19 +12,20 @@ import io
 import json
 import os
 import re
+from collections import Counter
 from typing import NamedTuple
 
 from . import locks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Any
 
     from .check import Result
 
 # Bumped when a rule below changes, so a remembered gate is judged again.
-SCAN_VERSION = 1
+SCAN_VERSION = 2
 # A file whose first SNIFF bytes hold a NUL is binary: compared by digest only.
 SNIFF = 8192
 # Text read from each private file for lines and values; the rest of a larger
@@ -52,11 +56,33 @@ NUMBER_DIGITS = 6
 # from SEQUENCE_MIN numbers with at least 3 values and not evenly spaced;
 # they are matched as windows of SEQUENCE_WINDOW numbers every
 # SEQUENCE_STEP, so any stretch of SEQUENCE_WINDOW + SEQUENCE_STEP - 1
-# numbers copied in order is found.
+# numbers copied in order is found. A row of a private table counts by
+# its numbers in order (ids and other text cells left out), its first
+# ROW_MAX: a held-out input row found elsewhere is its answer's address
+# in any copy of the data set that holds it with its label. A window or
+# row counts only when SEQUENCE_MIN of its numbers differ from its most
+# common one: a stretch of mostly zeros is found by chance in any table.
 SEQUENCE_MIN = 8
 SEQUENCE_WINDOW = 16
 SEQUENCE_STEP = 8
 MAX_WINDOWS = 1000
+ROW_MAX = 64
+MAX_ROWS = 50_000
+# What is installed where submitted code runs: every regular file is
+# compared by size, then digest, with the private files, and so is every
+# member of a .gz file or a zip archive (.zip, .whl, .npz, .jar, .egg) up
+# to MEMBER_READ bytes; text (and text members) is searched for the
+# private sequences and rows only, INSTALLED_READ bytes of each file and
+# INSTALLED_TOTAL in all, the hills package first, then the environment,
+# each in path order. Lines, values and lone numbers are looked for in the
+# hill's own files only: other packages' code and docs hold common ones.
+# A private file shorter than COPY_MIN bytes ("42\n") is the same as some
+# installed file by chance: it counts as copied in the hill's own files only.
+COPY_MIN = 64
+INSTALLED_READ = 4 * 1024 * 1024
+INSTALLED_TOTAL = 64 * 1024 * 1024
+MEMBER_READ = 64 * 1024 * 1024
+ARCHIVES = (".zip", ".whl", ".npz", ".jar", ".egg")
 # Substring matching: needles are indexed by their GRAM-character slices at
 # offsets 0..STRIDE-1 and public text is probed every STRIDE characters;
 # VALUE_MIN >= GRAM + STRIDE - 1 makes that exact.
@@ -72,18 +98,21 @@ NOT_ALNUM = re.compile(r"[\W_]+")
 class Finding(NamedTuple):
     """One place the submission can see that holds held-out content."""
 
-    where: str  # a hill path, or $NAME for an environment variable
+    where: str  # a hill path, $NAME for an environment variable, or an installed file's path
     line: int | None
     private: str  # the private file it came from
-    kind: str  # copy, line, value, number, sequence
+    kind: str  # copy, line, value, number, sequence, row
     text: str
+    member: str = ""  # the member of a .gz file or an archive that holds it
+    place: str = ""  # "" for the hill's own files, else ENVIRONMENT or PACKAGE
 
     def describe(self) -> str:
-        place = f"'{self.where}'" + (f" line {self.line}" if self.line else "")
+        place = f"'{self.where}'" + (f" member '{self.member}'" if self.member else "") \
+            + (f" ({self.place})" if self.place else "") + (f" line {self.line}" if self.line else "")
         if self.kind == "copy":
             return f"{place} is a copy of '{self.private}'"
         what = {"line": "a line", "value": "a value", "number": "a number",
-                "sequence": "a sequence of numbers"}[self.kind]
+                "sequence": "a sequence of numbers", "row": "a row"}[self.kind]
         shown = self.text if len(self.text) <= 60 else self.text[:57] + "..."
         return f"{place} holds {what} of '{self.private}': {shown!r}"
 
@@ -93,6 +122,11 @@ class Scan(NamedTuple):
     public_files: int
     variables: int
     private_files: int
+    installed_files: int = 0
+
+
+ENVIRONMENT = "the hill's environment"
+PACKAGE = "the hills package"
 
 
 def _canonical(token: str) -> str | None:
@@ -122,6 +156,12 @@ def distinctive_value(value: str) -> bool:
     return len(value) >= VALUE_MIN and len(set(value)) >= DISTINCT_MIN and any(ch.isalnum() for ch in value)
 
 
+def informative(numbers: Sequence[str]) -> bool:
+    """A window or row worth looking for: SEQUENCE_MIN numbers off its most common one, 3 values at least."""
+    counts = Counter(numbers)
+    return len(counts) >= 3 and len(numbers) - max(counts.values()) >= SEQUENCE_MIN
+
+
 def distinctive_sequence(numbers: list[str]) -> bool:
     if len(numbers) < SEQUENCE_MIN or len(set(numbers)) < 3:
         return False
@@ -140,7 +180,12 @@ class Needles:
         self.seen: set[str] = set()
         self.grams: dict[str, list[tuple[int, int]]] = {}  # slice -> [(offset, needle)]
         self.numbers: dict[str, str] = {}
-        self.windows: dict[tuple[str, ...], list[tuple[tuple[str, ...], str]]] = {}
+        # anchor -> [(its offset in the window, window, private, kind)]; the
+        # anchor is SEQUENCE_MIN numbers from the window's first one off
+        # its most common, so the common stretches of a text (zeros) look
+        # up little
+        self.windows: dict[tuple[str, ...], list[tuple[int, tuple[str, ...], str, str]]] = {}
+        self.rows = 0
         self.stop = MAX_NEEDLES
 
     def share(self, files_left: int) -> None:
@@ -170,8 +215,20 @@ class Needles:
             return
         starts = range(0, max(len(numbers) - SEQUENCE_WINDOW, 0) + 1, SEQUENCE_STEP)
         for start in list(starts)[:MAX_WINDOWS]:
-            window = tuple(numbers[start:start + SEQUENCE_WINDOW])
-            self.windows.setdefault(window[:SEQUENCE_MIN], []).append((window, private))
+            self.add_window(tuple(numbers[start:start + SEQUENCE_WINDOW]), private, "sequence")
+
+    def add_row(self, numbers: list[str], private: str) -> None:
+        if len(numbers) >= SEQUENCE_MIN and self.rows < MAX_ROWS:
+            self.rows += self.add_window(tuple(numbers[:ROW_MAX]), private, "row")
+
+    def add_window(self, window: tuple[str, ...], private: str, kind: str) -> bool:
+        if not informative(window):
+            return False
+        common = Counter(window).most_common(1)[0][0]
+        offset = min(next(index for index, token in enumerate(window) if token != common),
+                     len(window) - SEQUENCE_MIN)
+        self.windows.setdefault(window[offset:offset + SEQUENCE_MIN], []).append((offset, window, private, kind))
+        return True
 
 
 def _read_text(path: str, limit: int) -> str | None:
@@ -229,14 +286,17 @@ def _add_table(text: str, delimiter: str, private: str, needles: Needles) -> Non
     for number, row in enumerate(rows):
         if needles.full and number > SEQUENCE_STEP * MAX_WINDOWS + SEQUENCE_WINDOW:
             break
+        numbers = []
         for column, cell in enumerate(row):
             cell = cell.strip()
             token = _canonical(cell) if cell else None
             if token is not None:
                 needles.add_number(token, private)
                 columns.setdefault(column, []).append(token)
+                numbers.append(token)
             elif distinctive_value(cell):
                 needles.add_text(cell, private, "value")
+        needles.add_row(numbers, private)
     for numbers in columns.values():
         needles.add_sequence(numbers, private)
 
@@ -302,13 +362,38 @@ def scan_text(where: str, text: str, needles: Needles) -> Iterator[Finding]:
         if source is not None and ("number", hash(token)) not in found:
             found.add(("number", hash(token)))
             yield Finding(where, line_of(match.start()), source, "number", token)
-    if needles.windows:
-        for start in range(len(tokens) - SEQUENCE_MIN + 1):
-            for window, private in needles.windows.get(tuple(tokens[start:start + SEQUENCE_MIN]), ()):
-                if tuple(tokens[start:start + len(window)]) == window and ("sequence", hash(window)) not in found:
-                    found.add(("sequence", hash(window)))
-                    yield Finding(where, line_of(matches[start].start()), private, "sequence",
-                                  ", ".join(window))
+    yield from _scan_windows(where, tokens, lambda index: line_of(matches[index].start()), needles)
+
+
+def scan_numbers(where: str, text: str, needles: Needles) -> Iterator[Finding]:
+    """The private sequences and rows found in one installed text, once each."""
+    if not needles.windows:
+        return
+    spelled = NUMBER.findall(text)
+    canonical = {token: _canonical(token) or "" for token in set(spelled)}
+    tokens = [canonical[token] for token in spelled]
+
+    starts: list[int] = []
+
+    def line_of(index: int) -> int:  # only for a finding: the text is read again, once
+        if not starts:
+            starts.extend(match.start() for match in NUMBER.finditer(text))
+        return text.count("\n", 0, starts[index]) + 1
+
+    yield from _scan_windows(where, tokens, line_of, needles)
+
+
+def _scan_windows(where: str, tokens: list[str], line_of: Callable[[int], int],
+                  needles: Needles) -> Iterator[Finding]:
+    found: set[int] = set()
+    windows = needles.windows
+    for start in range(len(tokens) - SEQUENCE_MIN + 1):
+        hits = windows.get(tuple(tokens[start:start + SEQUENCE_MIN]))
+        for offset, window, private, kind in hits or ():
+            begin = start - offset
+            if begin >= 0 and id(window) not in found and tuple(tokens[begin:begin + len(window)]) == window:
+                found.add(id(window))
+                yield Finding(where, line_of(begin), private, kind, ", ".join(window))
 
 
 def environment() -> dict[str, str]:
@@ -318,23 +403,84 @@ def environment() -> dict[str, str]:
     return {name: os.environ[name] for name in ENV_ALLOW if name in os.environ}
 
 
-def scan(hill_dir: str, public: Iterable[str], variables: Mapping[str, str],
-         cache: locks.StatCache | None = None) -> Scan:
-    """Held-out content in the `public` files (paths relative to the hill) and `variables`."""
-    cache = cache or locks.StatCache(hill_dir)
+class Private(NamedTuple):
+    """The private files as the scan compares them: whole, and by needles."""
+
+    digests: dict[tuple[int, str], str]  # (size, digest) -> the first private file with them
+    needles: Needles
+    files: int
+
+
+def read_private(hill_dir: str, cache: locks.StatCache) -> Private:
     private = locks.walk_private(hill_dir, links=[])
-    private_digests: dict[tuple[int, str], str] = {}
-    sizes = set()
+    digests: dict[tuple[int, str], str] = {}
     for rel in private:
         full = os.path.join(hill_dir, rel)
         st = os.stat(full)
         if st.st_size:
-            sizes.add(st.st_size)
-            private_digests.setdefault((st.st_size, cache.digest(full, st)), rel)
+            digests.setdefault((st.st_size, cache.digest(full, st)), rel)
     needles = Needles()
     for count, rel in enumerate(private):
         needles.share(len(private) - count)
         add_private(hill_dir, rel, needles)
+    return Private(digests, needles, len(private))
+
+
+def _blake3(data: bytes) -> str:
+    import blake3
+
+    return "blake3:" + blake3.blake3(data).hexdigest()
+
+
+def _members(full: str, sizes: set[int], read_text: int) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of the members of a .gz file or zip archive
+    worth reading: every one whose size is a private file's (whole), and,
+    while `read_text` bytes are left, those under MEMBER_READ bytes. A
+    file that is not what its name says yields nothing."""
+    import gzip
+    import zipfile
+    import zlib
+
+    name = full.lower()
+    try:
+        if name.endswith(".gz"):
+            with open(full, "rb") as raw:
+                raw.seek(-4, os.SEEK_END)
+                # The trailer's size of the data, modulo 2**32: a cheap
+                # look before the decompression.
+                size = int.from_bytes(raw.read(4), "little")
+            if size not in {known % 2 ** 32 for known in sizes} and not size <= read_text:
+                return
+            with gzip.open(full, "rb") as handle:
+                data = handle.read(MEMBER_READ + 1)
+            if len(data) <= MEMBER_READ:
+                yield os.path.basename(full)[:-3], data
+        elif name.endswith(ARCHIVES):
+            with zipfile.ZipFile(full) as archive:
+                for info in archive.infolist():
+                    if info.is_dir() or info.file_size > MEMBER_READ:
+                        continue
+                    if info.file_size in sizes or info.file_size <= read_text:
+                        data = archive.read(info)
+                        read_text -= len(data)
+                        yield info.filename, data
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError):
+        return
+
+
+def _text_of(data: bytes) -> str | None:
+    return None if b"\0" in data[:SNIFF] else data.decode("utf-8", errors="replace")
+
+
+def scan(hill_dir: str, public: Iterable[str], variables: Mapping[str, str],
+         cache: locks.StatCache | None = None, installed: Sequence[tuple[str, str]] = ()) -> Scan:
+    """Held-out content in the `public` files (paths relative to the hill),
+    in `variables`, and in the `installed` folders ((place, path): the
+    hill's environment, the hills package)."""
+    cache = cache or locks.StatCache(hill_dir)
+    held = read_private(hill_dir, cache)
+    needles, private_digests = held.needles, held.digests
+    sizes = {size for size, _ in private_digests}
     findings: list[Finding] = []
     public = sorted(public)
     budget = PUBLIC_TOTAL
@@ -348,14 +494,99 @@ def scan(hill_dir: str, public: Iterable[str], variables: Mapping[str, str],
                 continue
         if budget <= 0:
             continue
+        if rel.lower().endswith((".gz", *ARCHIVES)):
+            for member, data in _members(full, sizes, budget):
+                copied = private_digests.get((len(data), _blake3(data))) if len(data) in sizes else None
+                if copied is not None:
+                    findings.append(Finding(rel, None, copied, "copy", "", member))
+                    continue
+                text = _text_of(data[:PUBLIC_READ])
+                if text is not None and budget > 0:
+                    budget -= len(text)
+                    findings.extend(finding._replace(member=member) for finding in scan_text(rel, text, needles))
+            continue
         text = _read_text(full, min(PUBLIC_READ, budget))
         if text is not None:
             budget -= len(text)
             findings.extend(scan_text(rel, text, needles))
     for name, value in sorted(variables.items()):
         findings.extend(finding._replace(line=None) for finding in scan_text("$" + name, value, needles))
+    counted = 0
+    if held.files:
+        budget = INSTALLED_TOTAL
+        for place, folder in installed:
+            for full, st in _installed_files(folder):
+                counted += 1
+                found, budget = _scan_installed(full, st, place, held, sizes, budget)
+                findings.extend(found)
     cache.save()
-    return Scan(findings, len(public), len(variables), len(private))
+    return Scan(findings, len(public), len(variables), held.files, counted)
+
+
+def _installed_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
+    """Every regular file under `folder`, in path order; links not followed."""
+    import stat as stat_module
+
+    for current, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(current, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if stat_module.S_ISREG(st.st_mode):
+                yield full, st
+
+
+def _scan_installed(full: str, st: os.stat_result, place: str, held: Private, sizes: set[int],
+                    budget: int) -> tuple[list[Finding], int]:
+    """What one installed file holds of the private files, and the text budget left."""
+    findings: list[Finding] = []
+    if st.st_size in sizes and st.st_size >= COPY_MIN:
+        from .locks import file_digest
+
+        copied = held.digests.get((st.st_size, file_digest(full)))
+        if copied is not None:
+            return [Finding(full, None, copied, "copy", "", "", place)], budget
+    compressed = full.lower().endswith((".gz", *ARCHIVES))
+    text_budget = budget if held.needles.windows else 0  # nothing to look for in text: copies only
+    for member, data in _members(full, sizes, text_budget) if compressed else ():
+        copied = held.digests.get((len(data), _blake3(data))) if len(data) in sizes and len(data) >= COPY_MIN \
+            else None
+        if copied is not None:
+            findings.append(Finding(full, None, copied, "copy", "", member, place))
+            continue
+        text = _text_of(data[:INSTALLED_READ]) if budget > 0 and held.needles.windows else None
+        if text is not None:
+            budget -= len(text)
+            findings.extend(finding._replace(member=member, place=place)
+                            for finding in scan_numbers(full, text, held.needles))
+    if budget > 0 and held.needles.windows and not compressed:
+        text = _read_text(full, min(INSTALLED_READ, budget))
+        if text is not None:
+            budget -= len(text)
+            findings.extend(finding._replace(place=place) for finding in scan_numbers(full, text, held.needles))
+    return findings, budget
+
+
+def installed_places(env_dir: str | None) -> list[tuple[str, str]]:
+    """(place, folder) of what is installed where submitted code runs: the
+    hills package with the folders it ships (in a checkout, beside it),
+    then the hill's environment when it is built."""
+    import pathlib
+
+    from . import hill as hill_module
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    places = [(PACKAGE, package)]
+    for folder in ("examples", "hooks", "skills"):
+        shipped = hill_module.shipped(folder)
+        if isinstance(shipped, pathlib.Path) and not str(shipped).startswith(package + os.sep):
+            places.append((PACKAGE, str(shipped)))
+    if env_dir is not None:
+        places.append((ENVIRONMENT, env_dir))
+    return places
 
 
 def visible_files(hill_dir: str) -> list[str]:
@@ -380,9 +611,15 @@ def verdict_key(hill_dir: str, cache: locks.StatCache, public: Iterable[str]) ->
             found[rel] = cache.digest(full, os.stat(full))
         return found
 
+    from . import report, uvenv
+
     public = [rel for rel in public if rel not in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK)]
+    # The environment as its lock builds it (a built one is rebuilt when
+    # it changed), and the hills package by the digest of its sources.
     inputs = {"version": SCAN_VERSION, "hill": os.path.realpath(hill_dir), "public": digests(public),
-              "private": digests(locks.walk_private(hill_dir, links=[])), "variables": environment()}
+              "private": digests(locks.walk_private(hill_dir, links=[])), "variables": environment(),
+              "environment": uvenv.env_digest(hill_dir), "hills": report.tool_identity()["sha256"],
+              "installed": [folder for _, folder in installed_places(None)]}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
@@ -417,12 +654,21 @@ def refresh(hill_dir: str, cache: locks.StatCache, listing: tuple[list[str], lis
     kept = [entry for entry in kept if isinstance(entry, dict)] if isinstance(kept, list) else []
     fresh = next((entry["result"] for entry in kept if entry.get("key") == key and key is not None
                   and isinstance(entry.get("result"), dict)), None)
-    if fresh is not None:
-        from .check import Result as CheckResult
+    from .check import Result as CheckResult
 
+    if fresh is not None:
         current = CheckResult("answer leak", "ok", str(fresh.get("detail", "")) + " (remembered)")
     else:
-        current = leak_check(hill_dir, cache)
+        try:
+            env_dir = work_env(hill_dir)
+        except EnvironmentProblem:
+            raise
+        except HillsError as exc:
+            env_dir = None
+            current = CheckResult("answer leak", "fail", "the hill's environment, which the scan reads, cannot be "
+                                                        "built: " + exc.message.splitlines()[0])
+        if env_dir is not None:
+            current = leak_check(hill_dir, cache, env_dir)
         if current.status == "ok" and key is not None:
             entry = {"key": key, "result": current.as_dict()}
             try:
@@ -435,21 +681,32 @@ def refresh(hill_dir: str, cache: locks.StatCache, listing: tuple[list[str], lis
 
 HINT = ("hint: submitted code can read every public file, blob and these variables: remove the held-out "
         "content, keep it under private/, or unset the variable before checking")
+INSTALLED_HINT = ("hint: submitted code can read what is installed where it runs: make the held-out data "
+                  "fresh, drawn at 'hills new' and kept only in private/ (see the templates' make_data.py), "
+                  "or drop the package that holds a copy from pyproject.toml")
 
 
-def leak_check(hill_dir: str, cache: locks.StatCache | None = None) -> Result:
-    """The `answer leak` line of `hills check`."""
+def work_env(hill_dir: str) -> str:
+    """The folder of the environment `hills check` builds from the hill's working files."""
+    from . import check
+
+    return os.path.dirname(os.path.dirname(check.hill_python(os.path.basename(hill_dir), hill_dir)))
+
+
+def leak_check(hill_dir: str, cache: locks.StatCache | None = None, env_dir: str | None = None) -> Result:
+    """The `answer leak` line of `hills check`: `env_dir` is the hill's
+    built environment, scanned with the hills package."""
     from .check import Result
     from .errors import EnvironmentProblem, HillsError
 
     try:
-        result = scan(hill_dir, visible_files(hill_dir), environment(), cache)
+        result = scan(hill_dir, visible_files(hill_dir), environment(), cache, installed_places(env_dir))
     except EnvironmentProblem:
         raise  # git missing, say: exit 4, not a failed check
     except HillsError as exc:
         return Result("answer leak", "fail", exc.message)
-    counted = (f"{result.public_files} public files and {result.variables} environment variables "
-               f"scanned against {result.private_files} private files")
+    counted = (f"{result.public_files} public files, {result.variables} environment variables and "
+               f"{result.installed_files} installed files scanned against {result.private_files} private files")
     if not result.findings:
         return Result("answer leak", "ok", counted)
     shown = [finding.describe() for finding in result.findings[:SHOWN]]
@@ -457,5 +714,8 @@ def leak_check(hill_dir: str, cache: locks.StatCache | None = None) -> Result:
     lines = [f"held-out content where submitted code can see it: {shown[0]}", *shown[1:]]
     if more:
         lines.append(f"and {more} more")
-    lines.append(HINT)
+    if any(not finding.place for finding in result.findings):
+        lines.append(HINT)
+    if any(finding.place for finding in result.findings):
+        lines.append(INSTALLED_HINT)
     return Result("answer leak", "fail", "\n        ".join(lines))

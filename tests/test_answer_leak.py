@@ -3,6 +3,7 @@ content of private/ in what the solution phase can see (public files,
 blobs, README, examples, the variables an eval passes on) fails the check,
 naming the place and the private file it came from."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def scanned(hill: Path) -> Result:
 def test_a_hill_with_private_data_and_no_leak_passes(demo: Path) -> None:
     result = scanned(demo)
     assert result.status == "ok", result.detail
-    assert result.detail.startswith("7 public files and ") and result.detail.endswith("against 3 private files")
+    assert result.detail.startswith("7 public files, ") and result.detail.endswith("against 3 private files")
+    assert " installed files scanned " in result.detail
 
 
 @pytest.mark.parametrize("rel, content, words", [
@@ -137,3 +139,68 @@ def test_the_gate_judges_again_when_private_data_or_a_variable_changes(demo: Pat
     committed = run_cli("commit", "demo", "-m", "again")
     assert committed.code == 1
     assert "'$TZ' holds a value of 'private/answers.json'" in committed.error_lines[0]
+
+
+HOLDOUT_ROWS = "id,a,b,c,d,e,f,g,h,i,j\n" + "".join(
+    f"r{row},{','.join(str((row * 31 + col * 17) % 97) for col in range(10))}\n" for row in range(5))
+
+
+def test_held_out_content_in_the_hills_environment_fails_naming_it(demo: Path) -> None:
+    """A package of the hill's environment that ships held-out data (as
+    scikit-learn ships the digits with their labels): a whole copy of a
+    private file, and the held-out rows with their labels inside a .gz
+    file. Before the package is there, the same hill passes."""
+    import gzip
+
+    from hills import uvenv
+
+    write_files(demo / "private", {"holdout/inputs.csv": HOLDOUT_ROWS})
+    checked = run_cli("check", "demo", "--no-tests")
+    assert checked.code == 0, checked.output
+    env_dir = leakscan.work_env(str(demo))
+    [site] = Path(env_dir).glob("lib/python*/site-packages")
+    package = write_files(site / "leaky", {"inputs.csv": HOLDOUT_ROWS})
+    labelled = "".join(line.split(",", 1)[1] + ",7\n" for line in HOLDOUT_ROWS.splitlines()[1:])
+    (package / "table.csv.gz").write_bytes(gzip.compress(labelled.encode()))
+    uvenv._seal(env_dir)  # as a package in uv.lock would have built it
+    checked = run_cli("check", "demo", "--no-tests")
+    assert checked.code == 1, checked.output
+    assert "rebuilding" not in checked.err, "the environment must be used as planted"
+    assert (f"'{package / 'inputs.csv'}' (the hill's environment) is a copy of 'private/holdout/inputs.csv'"
+            in checked.out), checked.out
+    assert (f"'{package / 'table.csv.gz'}' member 'table.csv' (the hill's environment) line 1 holds a row of "
+            "'private/holdout/inputs.csv'") in checked.out, checked.out
+    assert "hint: submitted code can read what is installed where it runs" in checked.out
+
+
+def test_a_private_file_the_hills_package_ships_fails_naming_it(demo: Path) -> None:
+    """The hills package itself, where the templates' held-out data used
+    to ship: a private file that is a copy of a shipped file is found there."""
+    from hills import hill
+
+    shipped = Path(str(hill.shipped("examples"))) / "bin-packing" / "data" / "validation" / "v01-uniform.json"
+    write_files(demo / "private", {"holdout/h01.json": shipped.read_bytes()})
+    result = leakscan.leak_check(str(demo))
+    assert result.status == "fail"
+    assert f"'{shipped}' (the hills package) is a copy of 'private/holdout/h01.json'" in result.detail
+    (demo / "private" / "holdout" / "h01.json").write_text(
+        json.dumps({"capacity": 100, "items": json.loads(shipped.read_text())["items"][:-1]}))
+    result = leakscan.leak_check(str(demo))
+    assert result.status == "fail", "the items in order are still there"
+    assert f"'{shipped}' (the hills package) line 1 holds a sequence of numbers of 'private/holdout/h01.json'" \
+        in result.detail
+
+
+def test_a_short_private_file_matches_installed_files_by_chance_only(demo: Path) -> None:
+    """`42` is the default template's example answer, shipped with hills: a
+    private `42` is that file's twin by chance, not a leak. In the hill's
+    own files, a copy counts whatever its size."""
+    from hills import hill
+
+    shipped = Path(str(hill.shipped("examples"))) / "default" / "examples" / "basic" / "answer.txt"
+    assert shipped.read_text() == "42\n"
+    write_files(demo / "private", {"answer.txt": "42\n"})
+    assert scanned(demo).status == "ok"
+    write_files(demo, {"examples/answer.txt": "42\n"})
+    result = scanned(demo)
+    assert result.status == "fail" and "'examples/answer.txt' is a copy of 'private/answer.txt'" in result.detail

@@ -137,7 +137,7 @@ def test_check_passes_on_a_good_hill(hill):
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
     names = [line[8:27].strip() for line in checked.out.splitlines() if line.strip().startswith("ok")]
-    assert names == ["manifest", "layout", "readme", "answer leak", "dependencies", "evaluator contract", "tests",
+    assert names == ["manifest", "layout", "readme", "dependencies", "answer leak", "evaluator contract", "tests",
                      "isolation", "leak probe", "cheat corpus"]
     assert checked.out.rstrip().endswith("circle-packing: all checks passed")
 

@@ -6,10 +6,12 @@ import json
 import os
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from conftest import BIN_DIR, run_bin, run_cli
+from hills import hill
 
 TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default", "nanogpt-10min"]
 
@@ -74,7 +76,7 @@ def test_examples_lists_every_template(project):
     assert len(result.out.splitlines()) == len(TEMPLATES)
     lines = dict(line.split(None, 1) for line in result.out.splitlines())
     assert lines["nanogpt-10min"].startswith("Train a small GPT on Python source bytes within a wall-clock budget")
-    assert lines["dataset"].startswith("Predict the digit in 8x8 handwritten images")
+    assert lines["dataset"].startswith("Predict the digit in 8x8 handwritten-looking images")
     as_json = json.loads(run_cli("examples", "--json").out)
     assert list(as_json) == TEMPLATES and all(as_json.values())
 
@@ -86,9 +88,12 @@ def test_a_template_with_make_data_builds_its_data_at_creation(project):
     for rel in ("data/train.csv", "data/validation/inputs.csv", "private/holdout/inputs.csv",
                 "private/labels/validation.csv", "private/labels/holdout.csv", "make_data.py"):
         assert (hill / rel).is_file(), rel
-    # The source holds every label: the script removes it from the new hill.
-    assert not (hill / "digits.csv.gz").exists()
     assert (hill / "data" / "train.csv").read_text().splitlines()[0].endswith(",p63,label")
+    # The images are drawn from fresh randomness: a second hill holds others.
+    again = run_cli("new", "digits-2", "-t", "dataset")
+    assert again.code == 0, again.output
+    for rel in ("data/train.csv", "private/holdout/inputs.csv", "private/labels/holdout.csv"):
+        assert (hill / rel).read_bytes() != (project / ".hills" / "digits-2" / rel).read_bytes(), rel
 
 
 @pytest.mark.parametrize("name", ["Bad", "../x", "a/b", "", "a" * 64, "-x", "x.lock", "a..b"])
@@ -188,3 +193,23 @@ def test_new_through_the_real_executable(project):
     listed = run_bin("git", "hill", "list", "--json", cwd=project)
     assert listed.code == 0, listed.output
     assert [row["name"] for row in json.loads(listed.out)] == ["demo"]
+
+
+def test_a_templates_own_private_folder_is_not_copied(project, tmp_path, monkeypatch):
+    """Held-out data is drawn by make_data.py at creation: a template that
+    holds a private/ (anyone can read the package) does not pass it on."""
+    import shutil
+
+    templates = tmp_path / "templates"
+    shutil.copytree(Path(str(hill.shipped("examples"))) / "default", templates / "leaky")
+    (templates / "leaky" / "private").mkdir()
+    (templates / "leaky" / "private" / "answers.json").write_text('{"q1": 42}\n')
+    (templates / "leaky" / "data" / "private").mkdir(parents=True)
+    (templates / "leaky" / "data" / "private" / "kept.txt").write_text("a folder of that name deeper is kept\n")
+    shipped = hill.shipped
+    monkeypatch.setattr(hill, "shipped", lambda folder: templates if folder == "examples" else shipped(folder))
+    created = run_cli("new", "copied", "-t", "leaky")
+    assert created.code == 0, created.output
+    made = Path(created.out.strip())
+    assert (made / "hill.yaml").is_file() and (made / "data" / "private" / "kept.txt").is_file()
+    assert not (made / "private").exists()

@@ -88,3 +88,56 @@ def test_the_wheel_lists_every_package_and_maps_the_shipped_folders() -> None:
         "pyproject.toml [tool.setuptools] packages must list every package under hills/ "
         "(a package left out is missing from the wheel)")
     assert setuptools["package-dir"] == {"hills.examples": "examples", "hills.hooks": "hooks", "hills.skills": "skills"}
+
+
+def test_no_template_ships_a_private_folder() -> None:
+    # A template's held-out data is drawn by its make_data.py at `hills new`.
+    shipped = [rel for rel in shipped_files() if "private" in Path(rel).parts]
+    assert not shipped, f"held-out data ships with hills: {shipped}"
+    for template in hill.templates():
+        assert not hill.shipped("examples").joinpath(template, "private").is_dir(), template
+
+
+def _made(tmp_path: Path, template: str) -> Path:
+    """`template` copied as `hills new` copies it, its make_data.py run."""
+    import shutil
+
+    made = tmp_path / template
+    shutil.copytree(EXAMPLES / template, made, ignore=hill._template_ignore(str(EXAMPLES / template)))
+    hill.make_data(str(made))
+    return made
+
+
+def test_the_wheel_holds_no_held_out_data_of_any_template(tmp_path: Path) -> None:
+    """Built from this checkout, the wheel carries the templates and none of
+    what a hill made from one keeps in private/: no copy of a private file
+    (whole, or as a member of an archive in it) and no row or sequence of
+    numbers of one. The control: a private file that is a shipped one is
+    found in the same wheel by the same scan."""
+    import shutil
+    import sys
+    import zipfile
+
+    from hills import leakscan, locks
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"),
+                           str(REPO_ROOT)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [wheel] = (tmp_path / "wheel").glob("hills-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hills/examples/dataset/make_data.py" in names and "hills/examples/bin-packing/make_data.py" in names
+    assert not [name for name in names if "/private/" in name or name.endswith((".gz", ".csv"))], names
+    installed = [(leakscan.PACKAGE, str(tmp_path / "wheel"))]
+    for template in sorted(hill.templates()):
+        made = _made(tmp_path, template)
+        private = locks.walk_private(str(made), links=[])
+        if template in ("bin-packing", "dataset", "nanogpt-10min"):
+            assert len(private) >= 2, (template, private)
+        scanned = leakscan.scan(str(made), [], {}, locks.StatCache(str(made)), installed)
+        assert scanned.installed_files == (1 if private else 0) and scanned.private_files == len(private)
+        assert not scanned.findings, [finding.describe() for finding in scanned.findings]
+    made = tmp_path / "bin-packing"
+    shutil.copy(made / "data" / "validation" / "v01-uniform.json", made / "private" / "holdout" / "h07.json")
+    scanned = leakscan.scan(str(made), [], {}, locks.StatCache(str(made)), installed)
+    assert [(finding.where, finding.member, finding.kind, finding.private) for finding in scanned.findings] == [
+        (str(wheel), "hills/examples/bin-packing/data/validation/v01-uniform.json", "copy", "private/holdout/h07.json")]

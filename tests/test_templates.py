@@ -218,3 +218,129 @@ def test_a_check_value_is_checked_like_the_default(tmp_path):
     with pytest.raises(UsageError) as raised:
         manifest.load(str(hill_dir))
     assert "params.steps.check" in raised.value.message and "a valid value" in raised.value.message
+
+
+# ------------------------------------------------- held-out data drawn at creation
+
+def shipped_files():
+    """Every file the hills package and its shipped folders hold."""
+    import os
+
+    from hills import leakscan
+
+    return [os.path.join(current, name) for _, folder in leakscan.installed_places(None)
+            for current, _, files in os.walk(folder) for name in files]
+
+
+def test_two_bin_packing_hills_hold_different_instances_found_nowhere_in_the_package(project):
+    from conftest import run_cli
+    from hills import locks
+
+    digests = []
+    for name in ("bp-one", "bp-two"):
+        created = run_cli("new", name, "-t", "bin-packing")
+        assert created.code == 0, created.output
+        folder = Path(created.out.strip()) / "private" / "holdout"
+        made = sorted(folder.iterdir())
+        assert [path.name for path in made] == [f"h0{n}-{kind}.json" for n, kind in enumerate(
+            ["uniform", "large", "triplets", "small", "uniform", "triplets"], 1)]
+        digests.append({path.name: locks.file_digest(path) for path in made})
+    assert all(digests[0][name] != digests[1][name] for name in digests[0]), digests
+    shipped = {locks.file_digest(path) for path in shipped_files()}
+    assert len(shipped) > 50 and not shipped & (set(digests[0].values()) | set(digests[1].values()))
+    checked = run_cli("check", "bp-one", "--no-tests")
+    assert checked.code == 0, checked.output
+    assert "installed files scanned against 6 private files" in checked.out
+
+
+KNOWN_PACKINGS = '''import json, pathlib
+
+KNOWN = json.loads((pathlib.Path(__file__).parent / "known.json").read_text())
+
+
+def first_fit_decreasing(items, capacity):
+    bins, loads = [], []
+    for index in sorted(range(len(items)), key=lambda i: (-items[i], i)):
+        for number, load in enumerate(loads):
+            if load + items[index] <= capacity:
+                bins[number].append(index)
+                loads[number] += items[index]
+                break
+        else:
+            bins.append([index])
+            loads.append(items[index])
+    return bins
+
+
+def pack(items, capacity):
+    return KNOWN.get(json.dumps([capacity, items])) or first_fit_decreasing(items, capacity)
+'''
+
+
+def exact_triplets(items, capacity):
+    """Bins of three items each filling one exactly, if the instance has
+    them: the offline solve that beats first-fit-decreasing on triplets."""
+    if len(items) % 3 or sum(items) * 3 != capacity * len(items):
+        return None
+
+    def solve(left):
+        if not left:
+            return []
+        first, rest = left[0], left[1:]
+        for a in range(len(rest)):
+            for b in range(a + 1, len(rest)):
+                if items[first] + items[rest[a]] + items[rest[b]] == capacity:
+                    found = solve([index for k, index in enumerate(rest) if k not in (a, b)])
+                    if found is not None:
+                        return [[first, rest[a], rest[b]], *found]
+        return None
+
+    return solve(sorted(range(len(items)), key=lambda i: -items[i]))
+
+
+def test_packings_hard_coded_by_content_gain_nothing_on_the_fresh_holdout(project, tmp_path):
+    """The attack: a solution.py with packings solved offline for every
+    instance the package ships, looked up by content (it beat
+    first-fit-decreasing on --final while the holdout instances shipped).
+    On validation, whose instances ship, it still wins: the control. On
+    the holdout, drawn at `hills new`, it knows no instance and scores
+    what first-fit-decreasing scores."""
+    from conftest import new_and_commit, run_cli, write_files
+
+    known = {}
+    for path in shipped_files():
+        if path.endswith(".json") and "bin-packing" in path:
+            case = json.loads(Path(path).read_text())
+            if isinstance(case, dict) and set(case) == {"capacity", "items"}:
+                solved = exact_triplets(case["items"], case["capacity"])
+                if solved is not None:
+                    known[json.dumps([case["capacity"], case["items"]])] = solved
+    assert len(known) >= 2, "the shipped triplet instances are solved exactly"
+    hill_dir = new_and_commit("bp", "bin-packing")
+    held_out = [json.loads(path.read_text()) for path in sorted((hill_dir / "private" / "holdout").glob("*.json"))]
+    assert not {json.dumps([case["capacity"], case["items"]]) for case in held_out} & set(known)
+    attack = write_files(tmp_path / "known", {"solution.py": KNOWN_PACKINGS, "known.json": json.dumps(known)})
+    honest = hill_dir / "examples" / "first-fit-decreasing"
+    scores = {}
+    for flags in ((), ("--final",)):
+        for name, submission in (("honest", honest), ("attack", attack)):
+            result = run_cli("eval", "-H", "bp", submission, *flags)
+            assert result.code == 0, result.output
+            assert result.report["status"] == "passing" and result.report["final"] == bool(flags)
+            scores[name, bool(flags)] = result.report["metrics"][0]["value"]
+    assert scores["attack", False] < scores["honest", False], scores
+    assert scores["attack", True] == scores["honest", True], scores
+
+
+def test_nanogpt_holds_out_library_files_no_one_can_name(tmp_path):
+    """nanogpt-10min's held-out text is cut from the standard library, which
+    the training script can read; which files, a salt drawn at creation
+    and kept nowhere decides, so two hills hold out different ones, and no
+    script can train on exactly them. Each split is still 256 KiB."""
+    made = [make_hill(tmp_path, "nanogpt-10min", name) for name in ("nano-a", "nano-b")]
+    for split in ("validation", "holdout"):
+        first, second = ((hill_dir / "private" / f"{split}.bin").read_bytes() for hill_dir in made)
+        assert len(first) == len(second) == 256 * 1024 and first != second, split
+    records = [json.loads((hill_dir / "data" / "corpus.json").read_text()) for hill_dir in made]
+    assert not any("salt" in json.dumps(record) for record in records)
+    assert records[0]["splits"]["train"]["bytes"] != records[1]["splits"]["train"]["bytes"]

@@ -4,12 +4,16 @@ new`, byte-level, split by file into train (data/train.bin, public),
 validation and holdout (private/). The locks freeze the result at the
 first commit; this script is kept for the record and is not run again.
 
-Order and split are deterministic for a given library: every `*.py` file
-under the library folder, test folders and site-packages left out, in
-sorted order of its relative path; a file goes to validation or holdout
-when a hash of its relative path says so, and those two splits are cut at
-SPLIT_BYTES. Each file is preceded by a NUL byte, which marks where one
-ends and the next begins (so every split starts with one)."""
+The order is the library's: every `*.py` file under the library folder,
+test folders and site-packages left out, in sorted order of its relative
+path. Taken in the order of a hash of a salt and their relative paths,
+files go to validation until it holds SPLIT_BYTES, then to holdout the
+same way (each split is cut there), and the rest to train. The salt is drawn from fresh randomness (os.urandom) and kept nowhere:
+the library is public (the training script can read it), but which of
+its files this hill holds out is known to no one, so a script cannot
+train on exactly the held-out ones. Each file is preceded by a NUL byte,
+which marks where one ends and the next begins (so every split starts
+with one)."""
 
 import hashlib
 import json
@@ -33,19 +37,28 @@ def library_files(root):
     return sorted(found)
 
 
-def split_of(rel):
-    """'validation', 'holdout' or 'train', from a hash of the path alone."""
-    bucket = int.from_bytes(hashlib.sha256(rel.encode("utf-8")).digest()[:4], "big") % 20
-    return {0: "validation", 1: "holdout"}.get(bucket, "train")
+def splits(root, files, salt):
+    """{relative path: 'validation', 'holdout' or 'train'} for `salt`."""
+    found, filled = {}, {"validation": 0, "holdout": 0}
+    for rel in sorted(files, key=lambda rel: hashlib.sha256(salt + rel.encode("utf-8")).digest()):
+        split = next((name for name in ("validation", "holdout") if filled[name] < SPLIT_BYTES), "train")
+        found[rel] = split
+        if split != "train":
+            filled[split] += len(SEPARATOR) + os.path.getsize(os.path.join(root, rel))
+    return found
 
 
-def build(root, hill_dir):
+def build(root, hill_dir, salt=None):
+    salt = os.urandom(32) if salt is None else salt
     parts = {"train": [], "validation": [], "holdout": []}
     counts = {split: 0 for split in parts}
-    for rel in library_files(root):
+    files = library_files(root)
+    split_of = splits(root, files, salt)
+    for rel in files:
+        split = split_of[rel]
         with open(os.path.join(root, rel), "rb") as handle:
-            parts[split_of(rel)].append(handle.read())
-        counts[split_of(rel)] += 1
+            parts[split].append(handle.read())
+        counts[split] += 1
     data = {split: b"".join(SEPARATOR + chunk for chunk in chunks) for split, chunks in parts.items()}
     for split in ("validation", "holdout"):
         data[split] = data[split][:SPLIT_BYTES]

@@ -40,7 +40,10 @@ def test_the_splits_are_disjoint_and_whole():
     validation, holdout = labels("validation"), labels("holdout")
     assert (len(train), len(validation), len(holdout)) == (1078, 359, 360)
     assert not set(validation) & set(holdout)
-    assert not (HILL / "digits.csv.gz").exists(), "the source holds every label: make_data.py removes it"
+    pixels = {int(value) for row in train for value in row[:-1]}
+    assert pixels <= set(range(17)) and len(pixels) > 10, "block counts of inked pixels, 0 to 16"
+    counts = [sum(row[-1] == str(digit) for row in train) for digit in range(10)]
+    assert min(counts) > 80, f"every digit is drawn about as often: {counts}"
 
 
 def test_the_example_scores_on_both_splits(tmp_path):
@@ -48,7 +51,8 @@ def test_the_example_scores_on_both_splits(tmp_path):
     assert code == 0, stderr
     result = evaluate(work)
     assert result["passed"] is True
-    assert 0.85 < result["metrics"][0]["value"] < 1.0
+    # Nearest centroid is far above chance (0.1) and leaves room: the images vary.
+    assert 0.6 < result["metrics"][0]["value"] < 0.97
     assert set(result["instances"]) == {f"digit-{digit}" for digit in range(10)}
     shutil.rmtree(tmp_path / "submission")
     code, stderr, work = solve(tmp_path, (EXAMPLE / "solution.py").read_text(), split="holdout")

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 HILL = Path(__file__).resolve().parent.parent
@@ -49,9 +50,12 @@ def test_the_corpus_was_built_and_split_by_file():
         assert (HILL / entry["path"]).stat().st_size == entry["bytes"] > 0, split
     assert record["splits"]["validation"]["bytes"] == make_data.SPLIT_BYTES
     assert record["splits"]["train"]["bytes"] > 10 * make_data.SPLIT_BYTES
-    # The split depends on a file's path alone, the same on every machine.
-    assert [make_data.split_of(rel) for rel in ("os.py", "json/decoder.py", "typing.py")] == \
-        [make_data.split_of(rel) for rel in ("os.py", "json/decoder.py", "typing.py")]
+    # The split depends on the library and a salt drawn at creation, kept nowhere.
+    root = sysconfig.get_paths()["stdlib"]
+    files = make_data.library_files(root)
+    split = make_data.splits(root, files, b"s" * 32)
+    assert split == make_data.splits(root, files, b"s" * 32) != make_data.splits(root, files, b"t" * 32)
+    assert sorted(split) == files and set(split.values()) == {"train", "validation", "holdout"}
     held_out = (HILL / "private" / "validation.bin").read_bytes()[:4096]
     assert held_out not in (HILL / "data" / "train.bin").read_bytes()
 
