@@ -189,15 +189,32 @@ def _exchange(conn: Connection, request: Request, args: list[str]) -> int:
             # service waits for its bundle longer than for other streams.
             bundle_dir, bundle_file = _commit_locally(args)
             request.files = [("file", bundle_file)]
-        for kind, path in request.files:
-            (protocol.send_folder if kind == "dir" else protocol.send_file)(conn, path)
-        conn.record({"type": "run"})
+        try:
+            for kind, path in request.files:
+                (protocol.send_folder if kind == "dir" else protocol.send_file)(conn, path)
+            conn.record({"type": "run"})
+        except protocol.Closed:
+            # The service stopped the upload (a bound, a deadline): its reason is waiting to be read.
+            _refusal_waiting(conn)
+            raise
     finally:
         if bundle_dir is not None:
             import shutil
 
             shutil.rmtree(bundle_dir, ignore_errors=True)
     return _replies(conn, request)
+
+
+def _refusal_waiting(conn: Connection) -> None:
+    """Raise the error record the service sent before it closed, if it did."""
+    from . import protocol
+
+    try:
+        record = conn.receive_record()
+    except protocol.ProtocolError:
+        return
+    if record.get("type") == "error":
+        _raise(record)
 
 
 def _replies(conn: Connection, request: Request) -> int:

@@ -451,6 +451,10 @@ def test_tune_trials_through_the_service_are_the_climbers(service):
     reports = [line["report"] for line in service.log_lines(DEMO)[before:] if "report" in line]
     assert len(reports) == 2
     assert all(report["trust"] == "service" and report["user"] == service.climber for report in reports)
+    # The best knobs are written beside the climber's folder, by its client, and named so.
+    best = Path(folder + ".best-params.json")
+    assert json.loads(best.read_text()) == tuned.report["best"]["knobs"]
+    assert tuned.report["best_params_file"] == str(best)
 
 
 def test_the_climber_cannot_touch_the_services_notes_and_its_own_count_for_nothing(service):

@@ -341,7 +341,7 @@ def test_control_without_a_floor_a_climber_filling_the_disk_fails_the_others(fai
         finished(filler, timeout=120)
     finally:
         fair.set_config(min_free_bytes=FLOOR)
-    assert starved.code == 4 and "disk is full" in starved.err, (starved.code, starved.err)
+    assert starved.code == 4 and "the disk of its state folder is full" in starved.err, (starved.code, starved.err)
     assert _wait_for(lambda: _requests_left(fair) == [])
 
 
