@@ -381,3 +381,31 @@ def test_which_calls_go_to_the_service(monkeypatch, tmp_path):
     config.write_text(json.dumps({"socket": str(tmp_path / "s.sock")}))
     assert client.service_socket() == str(tmp_path / "s.sock")
     listening.close()
+
+
+def test_the_floor_is_checked_as_bytes_arrive_not_only_per_file(tmp_path, monkeypatch):
+    # Another upload fills the disk while this one's file is coming: the
+    # next data frame is refused, though the file was admitted.
+    layout = service.Layout(str(tmp_path))
+    os.makedirs(layout.slots)
+    values = {"user": "hills", "socket": "/s", "admins": [], "climbers": ["agent"], "min_free_bytes": 100 << 20}
+    caller = service.Caller(os.getuid(), "agent", "climber", service.Config(values, str(tmp_path / "c.json")))
+    free = [1 << 30]
+
+    class Fake:
+        f_frsize = 1
+
+        @property
+        def f_bavail(self) -> int:
+            return free[0]
+
+    monkeypatch.setattr(service.os, "statvfs", lambda path: Fake())
+    upload = service.ServiceUpload(layout, caller)
+    upload.admit(50 << 20)
+    upload.landed(1 << 20)
+    free[0] = 90 << 20
+    with pytest.raises(errors.EnvironmentProblem, match="less than 100.0 MiB free") as refused:
+        upload.landed(1 << 20)
+    assert refused.value.exit_code == 4 and "min_free_bytes" in refused.value.hint
+    # The share of uploads in flight is the caller's: a ledger under the slots folder.
+    assert (tmp_path / "slots" / str(os.getuid()) / f"upload-{os.getpid()}").read_text() == str(64 << 20)
