@@ -6,6 +6,7 @@ these tests skip, saying why."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -395,12 +396,24 @@ def test_on_ray_goes_only_to_the_cluster_the_admin_configured(service):
         folder = submission(service, service.climber, "sub-ray-configured")
         other = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray://127.0.0.2:6379")
         assert other.code == 2 and "names a cluster this hills service does not use" in other.err, other.err
-        configured = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray")
-        assert configured.code != 0
-        assert "127.0.0.1:9" in configured.err or "hills[ray]" in configured.err, configured.err
-        assert "127.0.0.2" not in configured.err
+        # What the caller's side says of a cluster counts for nothing through the service.
+        configured = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray",
+                                   RAY_ADDRESS="127.0.0.2:6379")
+        assert configured.code != 0 and "127.0.0.2" not in configured.err
+        if importlib.util.find_spec("ray") is not None:
+            assert "cannot join the Ray cluster at '127.0.0.1:9'" in configured.err, configured.err
+        else:
+            assert "hills[ray]" in configured.err, configured.err
     finally:
         config.write_text(saved)
+    # Control: in same-user mode, `--on ray` goes where the caller's environment says.
+    project = str(Path(home_of(service.climber)) / "project")
+    if not (Path(project) / ".hills" / "own").exists():
+        assert make_hill(service, service.climber, "own", extra_env=same_user()).code == 0
+    if importlib.util.find_spec("ray") is not None:
+        own = service.hills(service.climber, "eval", folder, "-H", "own", "--on", "ray", cwd=project,
+                            **same_user(RAY_ADDRESS="127.0.0.2:9"))
+        assert own.code != 0 and "cannot join the Ray cluster at '127.0.0.2:9'" in own.err, own.err
 
 
 def test_against_a_reference_works_and_the_client_writes_the_files(service):

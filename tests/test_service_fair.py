@@ -78,7 +78,7 @@ print(json.dumps({"made": made, "refused": refused, "answers": answers}))
 # A request that sends its upload a byte at a time, or stops partway: it
 # reports when and how the service ended it.
 TRICKLE = '''\
-import json, socket, struct, sys, time
+import json, select, socket, struct, sys, time
 from hills import protocol
 spec = json.load(sys.stdin)
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -98,10 +98,12 @@ try:
             sent += chunk
         outcome["sent"] = sent
         # Then a byte every `every` seconds, for as long as the service listens.
+        # (The wait ends early when the service answers: it has ended the request.)
         deadline = time.monotonic() + spec["hold"]
         while time.monotonic() < deadline:
             sock.sendall(protocol._HEADER.pack(protocol.DATA, 1))
-            time.sleep(spec["every"])
+            if select.select([sock], [], [], spec["every"])[0]:
+                break
             sock.sendall(b"x")
 except (OSError, protocol.ProtocolError) as exc:
     outcome["stopped"] = str(exc)
@@ -304,6 +306,12 @@ def test_a_byte_at_a_time_holds_a_slot_for_seconds_not_minutes(fair):
     assert trickle["accepted"] and trickle["sent"] == 1000  # the upload began
     assert trickle["answer"]["type"] == "error" and "too slow" in trickle["answer"]["message"], trickle
     assert trickle["seconds"] < protocol.UPLOAD_BASE_S + protocol.FRAME_DEADLINE_S, trickle
+    # A byte a minute: each frame has its deadline.
+    minute = finished(fair.script(fair.slow, TRICKLE, {
+        "request": request("eval", submissions=[0], hill=DEMO), "size": 1 << 20, "fast": 10, "every": 60,
+        "hold": 120}), timeout=200)
+    assert minute["accepted"] and "too slow" in minute["answer"]["message"], minute
+    assert minute["seconds"] < protocol.FRAME_DEADLINE_S + 5, json.dumps(minute)
     assert folder and _wait_for(lambda: _requests_left(fair) == [])
 
 
