@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 CLIENT_CONFIG = "/etc/hills/service.json"
 CLIMBER_VERBS = frozenset({"eval", "tune", "describe", "attempts", "log", "rank", "show", "verify", "list", "key"})
 ADMIN_VERBS = CLIMBER_VERBS | {"pin", "commit"}
-# Verbs whose positional arguments name the caller's folders and files.
-FILE_VERBS = frozenset({"eval", "tune", "rank", "show", "verify"})
 STANDALONE = {"hills-eval": "eval", "hills-commit": "commit"}
 
 
@@ -61,58 +59,67 @@ def remote_verb(program: str, args: list[str]) -> str | None:
     return verb
 
 
-def _value_options(verb: str) -> set[str]:
-    """The option names of `verb` that take a value."""
+def parsed_options(verb: str, args: list[str]) -> dict[str, Any]:
+    """The values the command's own parser gives `args` (the fast parse
+    where the verb has one, else click's), so that the service gets what
+    the same command line means in same-user mode; a mistake is a usage
+    error, as it would be there."""
     import importlib
 
     module = importlib.import_module(f"hills.commands.{verb}")
     declared = getattr(module, "DECLARED", None)
     if declared is not None:
-        return {name for name, option in declared.options.items() if not option.flag}
+        parsed = declared.parse(args)
+        if parsed is not None:
+            return parsed
     import click
 
+    from .errors import UsageError
+
     command = module.command
-    return {name for param in command.params if isinstance(param, click.Option) and not param.is_flag
-            for name in param.opts}
+    try:
+        with command.make_context(f"hills {verb}", list(args)) as context:
+            return dict(context.params)
+    except click.exceptions.Exit as exc:  # --help and the like, which stay local anyway
+        raise UsageError(f"'hills {verb}' stopped early (exit {exc.exit_code})") from None
+    except click.ClickException as exc:
+        message = exc.format_message().rstrip(".")
+        problem = UsageError(message[:1].lower() + message[1:], hint=f"see 'hills {verb} --help'")
+        raise problem from None
 
 
 class Request:
-    """A verb's argv with the caller's paths replaced by placeholders."""
+    """A verb's typed request record (hills.service_requests): its fields,
+    the caller's folders and files to stream, and the files the client
+    writes itself once the service sent their bytes."""
 
     def __init__(self, verb: str, args: list[str]) -> None:
+        from . import service_requests
+        from .errors import UsageError
+
         self.verb = verb
-        self.argv: list[str] = []
-        self.files: list[tuple[str, str]] = []  # (kind, local path)
-        self.output: str | None = None
+        self.declared = service_requests.VERBS[verb]
+        self.fields: dict[str, Any] = {}
+        self.files: list[tuple[str, str]] = []  # (kind, local path), in stream order
+        self.outputs: dict[str, str] = {}  # output key -> local path
         if verb == "commit":
             return
-        takes_value = _value_options(verb) if verb in FILE_VERBS else set()
-        index = 0
-        while index < len(args):
-            arg = args[index]
-            index += 1
-            if verb in FILE_VERBS and arg in ("-o", "--output") and index < len(args):
-                self.output = args[index]
-                index += 1
-                continue
-            if arg.startswith("--output="):
-                self.output = arg.partition("=")[2]
-                continue
-            if arg in takes_value and index < len(args):
-                self.argv += [arg, args[index]]
-                index += 1
-                continue
-            if verb in FILE_VERBS and not arg.startswith("-") and os.path.exists(arg):
-                self.argv.append(self._placeholder("dir" if os.path.isdir(arg) else "file", arg))
-                continue
-            if verb in FILE_VERBS and arg == "-":
-                self.argv.append(self._placeholder("file", "-"))
-                continue
-            self.argv.append(arg)
+        parsed = parsed_options(verb, args)
+        taken = {field.dest for field in self.declared.fields}
+        for dest, value in parsed.items():
+            if dest not in taken and value not in (None, False, ()):
+                shown = "--" + dest.replace("_", "-")
+                raise UsageError(f"'{shown}' is not taken through the hills service",
+                                 hint=f"run it in same-user mode: HILLS_SERVICE=off hills {verb} ...")
+        self.fields, self.files, self.outputs = service_requests.record_values(self.declared, parsed)
+        if verb == "tune":
+            submission = str(parsed["submission"])
+            self.outputs["best-params"] = os.path.abspath(submission).rstrip(os.sep) + ".best-params.json"
 
-    def _placeholder(self, kind: str, path: str) -> str:
-        self.files.append((kind, path))
-        return f"@{len(self.files) - 1}"
+    def record(self) -> dict[str, Any]:
+        from . import protocol
+
+        return {"type": "request", "version": protocol.VERSION, "verb": self.verb, "fields": self.fields}
 
 
 def call(socket_path: str, verb: str, args: list[str]) -> int:
@@ -122,7 +129,9 @@ def call(socket_path: str, verb: str, args: list[str]) -> int:
     from . import protocol
     from .errors import EnvironmentProblem
 
-    request = Request(verb, args[1:] if args and args[0] == verb else args)
+    args = args[1:] if args and args[0] == verb else args
+    request = Request(verb, args)
+    _check_outputs(request)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(socket_path)
@@ -130,31 +139,64 @@ def call(socket_path: str, verb: str, args: list[str]) -> int:
         raise EnvironmentProblem(f"cannot reach the hills service at '{socket_path}': {exc.strerror or exc}",
                                  hint="start it (see 'hills setup service'), or set HILLS_SERVICE=off "
                                       "for same-user mode") from None
-    conn = protocol.Connection(sock)
     try:
-        return _exchange(conn, request, args)
+        return _exchange(protocol.Connection(sock), request, args)
     finally:
         sock.close()
+
+
+def _check_outputs(request: Request) -> None:
+    """Refuse, before anything is sent, a folder or file the client could
+    not send and a file it could not write."""
+    from .errors import UsageError
+
+    for kind, path in request.files:
+        if path == "-":
+            continue
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            raise UsageError(f"'{path}' does not exist: expected a {'folder' if kind == 'dir' else 'file'} "
+                             "to send to the hills service") from None
+        except OSError as exc:
+            raise UsageError(f"cannot send '{path}': {exc.strerror or exc}",
+                             hint="the client sends what you can read; the service opens no path a caller "
+                                  "names") from None
+    for path in request.outputs.values():
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UsageError(f"cannot write '{path}': folder '{folder}' does not exist")
 
 
 def _exchange(conn: Connection, request: Request, args: list[str]) -> int:
     from . import protocol
 
-    bundle_dir = None
     if request.verb == "commit":
-        request.files, request.argv = [("file", "")], ["@0"]
-    conn.record({"type": "request", "version": protocol.VERSION, "verb": request.verb, "argv": request.argv,
-                 "files": [kind for kind, _ in request.files]})
+        request.fields = {"bundle": 0}
+    try:
+        conn.record(request.record())
+    except protocol.Closed:
+        pass  # refused before it read the request: its answer is waiting
     answer = conn.receive_record()
     if answer["type"] == "error":
         return _raise(answer)
+    if answer["type"] != "accepted":
+        raise protocol.ProtocolError(f"expected the service's accepted record, got '{answer['type']}'")
+    bundle_dir = None
     try:
         if request.verb == "commit":
+            # The admin's commit goes through the gate here, as ever; the
+            # service waits for its bundle longer than for other streams.
             bundle_dir, bundle_file = _commit_locally(args)
             request.files = [("file", bundle_file)]
-        for kind, path in request.files:
-            (protocol.send_folder if kind == "dir" else protocol.send_file)(conn, path)
-        conn.record({"type": "run"})
+        try:
+            for kind, path in request.files:
+                (protocol.send_folder if kind == "dir" else protocol.send_file)(conn, path)
+            conn.record({"type": "run"})
+        except protocol.Closed:
+            # The service stopped the upload (a bound, a deadline): its reason is waiting to be read.
+            _refusal_waiting(conn)
+            raise
     finally:
         if bundle_dir is not None:
             import shutil
@@ -163,21 +205,35 @@ def _exchange(conn: Connection, request: Request, args: list[str]) -> int:
     return _replies(conn, request)
 
 
+def _refusal_waiting(conn: Connection) -> None:
+    """Raise the error record the service sent before it closed, if it did."""
+    from . import protocol
+
+    try:
+        record = conn.receive_record()
+    except protocol.ProtocolError:
+        return
+    if record.get("type") == "error":
+        _raise(record)
+
+
 def _replies(conn: Connection, request: Request) -> int:
     from . import protocol
     from .errors import EnvironmentProblem
 
-    captured = bytearray()
     names: list[tuple[bytes, bytes]] = []
+    made: dict[str, bytearray] = {}
+    receiving: bytearray | None = None
     for kind, payload in protocol.frames(conn):
-        if kind == protocol.STDERR:
+        if kind == protocol.DATA and receiving is not None:
+            receiving += payload
+            continue
+        if kind == protocol.STDERR or (kind == protocol.STDOUT and request.verb == "tune"):
             for theirs, ours in names:
                 payload = payload.replace(theirs, ours)
         if kind == protocol.STDOUT:
             sys.stdout.buffer.write(payload)
             sys.stdout.flush()
-            if request.output is not None:
-                captured += payload
         elif kind == protocol.STDERR:
             sys.stderr.buffer.write(payload)
             sys.stderr.flush()
@@ -187,21 +243,32 @@ def _replies(conn: Connection, request: Request) -> int:
                 return _raise(record)
             if record["type"] == "paths":
                 names = _local_names(record.get("paths"), request)
+            if record["type"] == "file":
+                key = record.get("key")
+                if not isinstance(key, str) or key not in request.outputs:
+                    raise protocol.ProtocolError(f"the service sent a file '{key}' this request did not ask for")
+                receiving = made[key] = bytearray()
             if record["type"] == "exit":
-                if request.output is not None and captured:
-                    from . import state
-
-                    state.atomic_write(request.output, bytes(captured))
+                _write_outputs(request, made)
                 return int(record["exit"])
     raise EnvironmentProblem("the hills service closed the connection before the command ended",
                              hint="see the service's log")
 
 
+def _write_outputs(request: Request, made: dict[str, bytearray]) -> None:
+    """Each file the service made for this request, written here, whole or not at all."""
+    from . import state
+
+    for key, content in made.items():
+        state.atomic_write(request.outputs[key], bytes(content))
+
+
 def _local_names(paths: object, request: Request) -> list[tuple[bytes, bytes]]:
-    """(the service's path, the caller's) for each placeholder, longest first."""
+    """(the service's path, the caller's) for each stream and output, longest first."""
     if not isinstance(paths, dict):
         return []
     local = {f"@{index}": path for index, (_, path) in enumerate(request.files)}
+    local.update((f"@{key}", path) for key, path in request.outputs.items())
     pairs = [(os.fsencode(theirs), os.fsencode(local[name])) for theirs, name in paths.items()
              if isinstance(theirs, str) and name in local and theirs]
     return sorted(pairs, key=lambda pair: -len(pair[0]))
@@ -224,7 +291,7 @@ def _commit_locally(args: list[str]) -> tuple[str, str]:
     from .commands import commit as commit_command
     from .errors import Refused
 
-    parsed = commit_command.DECLARED.parse(args[1:] if args and args[0] == "commit" else args)
+    parsed = commit_command.DECLARED.parse(args)
     if parsed is None:
         from .errors import UsageError
 

@@ -11,18 +11,29 @@ import stat as stat_module
 import struct
 import time
 
-from .errors import Refused
+from .errors import Refused, UsageError
 
-VERSION = 1
+VERSION = 2
 RECORD, DATA, STDOUT, STDERR = b"R", b"D", b"O", b"E"
 KINDS = frozenset((RECORD, DATA, STDOUT, STDERR))
 RECORD_CAP = 1 << 20
 DATA_CAP = 1 << 20
 UPLOAD_CAP = 1 << 30
 ENTRIES_CAP = 100_000
-FIRST_DEADLINE_S = 10.0
+# How long a connection may hold a slot of the service without progress:
+# the request record whole within FIRST_DEADLINE_S of the connection, each
+# later frame whole within FRAME_DEADLINE_S of the service waiting for it,
+# and the whole upload within UPLOAD_BASE_S plus a second per MiB (the
+# client is on this machine: a slow sender is a stalling one).
+FIRST_DEADLINE_S = 5.0
+FRAME_DEADLINE_S = 10.0
+UPLOAD_BASE_S = 30.0
+UPLOAD_RATE = 1 << 20
+# Once the command runs, a client that reads nothing this long gets no more output.
 IDLE_DEADLINE_S = 60.0
 _HEADER = struct.Struct(">cI")
+SLOW_HINT = (f"the service waits {FIRST_DEADLINE_S:g} s for a request, {FRAME_DEADLINE_S:g} s for each later "
+             f"frame and {UPLOAD_BASE_S:g} s plus a second per MiB for an upload; send from a local folder")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -90,12 +101,13 @@ class Connection:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ProtocolError("the request was too slow: a frame did not arrive in time")
+                    raise ProtocolError("the request was too slow: a frame did not arrive in time", hint=SLOW_HINT)
                 self.sock.settimeout(left)
             try:
                 chunk = self.sock.recv(min(count - got, 1 << 20))
             except socket.timeout:
-                raise ProtocolError("the request was too slow: a frame did not arrive in time") from None
+                raise ProtocolError("the request was too slow: a frame did not arrive in time",
+                                    hint=SLOW_HINT) from None
             except OSError as exc:
                 raise Closed(f"the connection broke ({exc})") from None
             if not chunk:
@@ -147,13 +159,23 @@ def send_file(conn: Connection, path: str) -> None:
 
 
 def _send_entry(conn: Connection, path: str, rel: str) -> None:
-    info = os.lstat(path)
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise UsageError(f"cannot send '{path}': {exc.strerror or exc}",
+                         hint="the client sends what you can read; the service opens no path a caller names") from None
     if stat_module.S_ISDIR(info.st_mode):
         conn.record({"type": "entry", "path": rel, "kind": "dir", "mode": stat_module.S_IMODE(info.st_mode)})
     elif stat_module.S_ISLNK(info.st_mode):
         conn.record({"type": "entry", "path": rel, "kind": "link", "target": os.readlink(path)})
     elif stat_module.S_ISREG(info.st_mode):
-        with open(path, "rb") as handle:
+        try:
+            handle = open(path, "rb")
+        except OSError as exc:
+            raise UsageError(f"cannot send '{path}': {exc.strerror or exc}",
+                             hint="the client sends what you can read; the service opens no path a caller "
+                                  "names") from None
+        with handle:
             size = os.fstat(handle.fileno()).st_size
             conn.record({"type": "entry", "path": rel, "kind": "file",
                          "mode": stat_module.S_IMODE(info.st_mode), "size": size})
@@ -168,11 +190,37 @@ def _send_entry(conn: Connection, path: str, rel: str) -> None:
 
 
 class Upload:
-    """The bounds one request's uploads share."""
+    """The bounds one request's uploads share: bytes and entries, and the
+    deadlines that bound how long it may take. The service's own upload
+    (hills.service) adds the caller's share and the free-space floor
+    through `admit` and `landed`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, first_wait_s: float | None = None) -> None:
         self.bytes = 0
         self.entries = 0
+        self.started = time.monotonic()
+        # The first frame may be waited for longer (an admin's commit runs
+        # the gate before its bundle comes).
+        self.first_wait_s = first_wait_s
+
+    def deadline(self) -> float:
+        """When the next frame must have arrived whole."""
+        now = time.monotonic()
+        if self.first_wait_s is not None:
+            wait, self.first_wait_s = self.first_wait_s, None
+            self.started = now + wait
+            return now + wait
+        whole = self.started + UPLOAD_BASE_S + self.bytes / UPLOAD_RATE
+        return min(now + FRAME_DEADLINE_S, whole)
+
+    def admit(self, size: int) -> None:
+        """Take a file of `size` bytes into the upload, or refuse it."""
+        self.bytes += size
+        if self.bytes > UPLOAD_CAP:
+            raise ProtocolError(f"the upload is over the protocol's {UPLOAD_CAP}-byte bound")
+
+    def landed(self, count: int) -> None:
+        """`count` more bytes were written (the service checks its disk here)."""
 
 
 def receive_into(conn: Connection, target: str, upload: Upload) -> None:
@@ -183,7 +231,7 @@ def receive_into(conn: Connection, target: str, upload: Upload) -> None:
     os.mkdir(target, 0o700)
     links: set[str] = set()
     while True:
-        entry = conn.receive_record(time.monotonic() + IDLE_DEADLINE_S)
+        entry = conn.receive_record(upload.deadline())
         if entry["type"] == "end":
             return
         if entry["type"] != "entry":
@@ -221,18 +269,17 @@ def _receive_file(conn: Connection, path: str, rel: str, entry: dict[str, Any], 
     size, mode = entry.get("size"), entry.get("mode", 0o644)
     if not isinstance(size, int) or size < 0 or not isinstance(mode, int):
         raise ProtocolError(f"entry '{rel}': size and mode must be non-negative integers")
-    upload.bytes += size
-    if upload.bytes > UPLOAD_CAP:
-        raise ProtocolError(f"the upload is over the protocol's {UPLOAD_CAP}-byte bound")
+    upload.admit(size)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as out:
         got = 0
         while got < size:
-            kind, payload = conn.receive(time.monotonic() + IDLE_DEADLINE_S)
+            kind, payload = conn.receive(upload.deadline())
             if kind != DATA or got + len(payload) > size:
                 raise ProtocolError(f"entry '{rel}': its data frames do not add up to its size {size}")
             out.write(payload)
             got += len(payload)
+            upload.landed(len(payload))
     os.chmod(path, (mode & 0o755) | 0o600)
 
 

@@ -4,10 +4,12 @@ and what a connection's process does with a request (docs/service.md)."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat as stat_module
@@ -15,8 +17,7 @@ import struct
 import sys
 import time
 
-from . import entry, protocol
-from .client import ADMIN_VERBS, CLIMBER_VERBS
+from . import entry, protocol, service_requests
 from .errors import EnvironmentProblem, HillsError, Refused, UsageError
 
 TYPE_CHECKING = False
@@ -27,13 +28,25 @@ DEFAULT_USER = "hills"
 DEFAULT_STATE = "/var/lib/hills"
 DEFAULT_SOCKET = "/run/hills/hills.sock"
 CONFIG_NAME = "service.json"
-MAX_CONNECTIONS = 64
-# Options that would make the service write or read a place of its own.
-REFUSED_OPTIONS = ("-o", "--output", "--export", "--into")
+# The bounds of fair share (docs/service.md, Bounds), each a key of the
+# service's config: its default, and the least value it may be set to.
+LIMITS: dict[str, tuple[int, int]] = {
+    "max_connections": (64, 1),        # connections served at once, all users
+    "admin_reserve": (8, 0),           # of those, kept for admins
+    "user_connections": (16, 1),       # connections one user may hold
+    "user_evaluators": (8, 1),         # evaluators one user may run at once (tune --parallel K counts K)
+    "user_upload_bytes": (2 << 30, 0),  # bytes one user's uploads may hold on the service's disk at once
+    "min_free_bytes": (512 << 20, 0),  # free space an upload must leave in the state folder
+}
+CONFIG_KEYS = frozenset({"version", "user", "socket", "admins", "climbers", "ray_address", *LIMITS})
+# Switched off only by a test, to show what the bounds hold off: slots
+# taken at accept before the role is known, nothing per user.
+FAIR = True
 
 
 class Config:
-    """The service's users and roles, from STATE/service.json."""
+    """The service's users and roles, its bounds and its Ray cluster, from
+    STATE/service.json. A key it does not know is refused, by name."""
 
     def __init__(self, values: dict[str, Any], path: str) -> None:
         self.path = path
@@ -41,6 +54,8 @@ class Config:
         self.socket: str = values["socket"]
         self.admins: frozenset[str] = frozenset(values["admins"])
         self.climbers: frozenset[str] = frozenset(values["climbers"])
+        self.ray_address: str | None = values.get("ray_address")
+        self.limits: dict[str, int] = {key: values.get(key, default) for key, (default, _) in LIMITS.items()}
 
     @classmethod
     def load(cls, state_dir: str) -> "Config":
@@ -48,14 +63,13 @@ class Config:
         try:
             with open(path, encoding="utf-8") as handle:
                 values = json.load(handle)
-            if not all(isinstance(values.get(key), list) for key in ("admins", "climbers")) \
-                    or not isinstance(values.get("user"), str) or not isinstance(values.get("socket"), str):
-                raise ValueError("keys user, socket, admins, climbers expected")
+            check_config(values)
         except FileNotFoundError:
             raise EnvironmentProblem(f"state folder '{state_dir}' has no {CONFIG_NAME}",
                                      hint="set the service up first: hills setup service (as root)") from None
         except (OSError, ValueError) as exc:
-            raise EnvironmentProblem(f"service config '{path}' cannot be read: {exc}") from None
+            raise EnvironmentProblem(f"service config '{path}' cannot be read: {exc}",
+                                     hint="see hills-service(5), CONFIG, for its keys") from None
         return cls(values, path)
 
     def role(self, user: str) -> str | None:
@@ -64,6 +78,49 @@ class Config:
         if user in self.climbers:
             return "climber"
         return None
+
+
+def check_config(values: object) -> None:
+    """Raise ValueError naming the first key of the service's config that is
+    unknown, missing or of the wrong kind."""
+    if not isinstance(values, dict):
+        raise ValueError("expected a JSON object")
+    unknown = sorted(set(values) - CONFIG_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key '{unknown[0]}', expected only {', '.join(sorted(CONFIG_KEYS))}")
+    for key in ("admins", "climbers"):
+        if not isinstance(values.get(key), list) or not all(isinstance(user, str) for user in values[key]):
+            raise ValueError(f"'{key}' must be a list of user names")
+    for key in ("user", "socket"):
+        if not isinstance(values.get(key), str):
+            raise ValueError(f"'{key}' must be a string")
+    for key, (_, least) in LIMITS.items():
+        value = values.get(key, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"'{key}' must be an integer of at least {least}, got {json.dumps(value)[:40]}")
+    ray = values.get("ray_address")
+    # The head's address, as `--on ray://HOST:PORT` takes it: never `ray`
+    # alone, which would join whatever cluster this machine's Ray finds.
+    if ray is not None and not (isinstance(ray, str) and re.match(r"^ray://[^\s/:]+(?:[^\s/]*[^\s/:])?:[0-9]+$", ray)):
+        raise ValueError(f"'ray_address' must be 'ray://HOST:PORT', got {json.dumps(ray)[:80]}")
+
+
+class ConfigWatch:
+    """The config, read again when its file changed: a re-run of 'hills
+    setup service' that adds a user takes effect without a restart, and a
+    flood of connections costs a stat each, not a parse."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = state_dir
+        self.seen: tuple[int, int, int] | None = None
+        self.config: Config | None = None
+
+    def current(self) -> Config:
+        info = os.stat(os.path.join(self.state_dir, CONFIG_NAME))
+        seen = (info.st_ino, info.st_size, info.st_mtime_ns)
+        if seen != self.seen or self.config is None:
+            self.config, self.seen = Config.load(self.state_dir), seen
+        return self.config
 
 
 def check_state_folder(state_dir: str) -> None:
@@ -115,27 +172,30 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     signal.signal(signal.SIGINT, stop)
     if ready is not None:
         ready(path)
-    children: set[int] = set()
+    watch = ConfigWatch(state_dir)
+    children: dict[int, int] = {}  # pid -> the uid it serves
     try:
         while True:
-            warm.reap(children)
+            _reap(children, layout)
             try:
                 listener.settimeout(1.0)
                 conn, _ = listener.accept()
             except socket.timeout:
                 continue
-            if len(children) >= MAX_CONNECTIONS:
-                _refuse_busy(conn)
+            try:
+                caller = admit(conn, watch, children)
+            except HillsError as refusal:
+                refuse_now(conn, refusal)
                 continue
             pid = os.fork()
             if pid == 0:
                 listener.close()
                 code = 0
                 try:
-                    code = Handler(conn, layout).handle()
+                    code = Handler(conn, layout, caller).handle()
                 finally:
                     entry.leave_now(code)
-            children.add(pid)
+            children[pid] = caller.uid
             conn.close()
     except KeyboardInterrupt:
         return 0
@@ -146,6 +206,94 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
                 os.unlink(path)
         except OSError:
             pass
+
+
+class Caller:
+    """Who a connection is, decided from the kernel's word before it holds
+    a slot: its uid and user name, its role, and the config it is served by."""
+
+    def __init__(self, uid: int, user: str, role: str | None, config: Config) -> None:
+        self.uid, self.user, self.role, self.config = uid, user, role, config
+
+
+def admit(conn: socket.socket, watch: ConfigWatch, children: dict[int, int]) -> Caller:
+    """The caller of a new connection, or the refusal it gets at once:
+    no role, too many connections of its own, or no slot left for its
+    role (admins alone may take the last `admin_reserve`)."""
+    uid, user = peer_user(conn)
+    try:
+        config = watch.current()
+    except OSError as exc:
+        raise EnvironmentProblem(f"the hills service cannot read its config: {exc}",
+                                 hint="ask its admin to run 'hills setup service' again") from None
+    role = config.role(user)
+    limits = config.limits
+    if not FAIR:
+        if len(children) >= limits["max_connections"]:
+            raise _busy(f"{len(children)} requests are being served")
+        return Caller(uid, user, role, config)
+    if role is None:
+        raise Refused(f"user '{user}' (uid {uid}) is neither an admin nor a climber of this hills service",
+                      hint="ask the service's admin to add you: hills setup service --climber USER")
+    mine = sum(1 for served in children.values() if served == uid)
+    if mine >= limits["user_connections"]:
+        raise _busy(f"user '{user}' has {mine} requests being served, the most one user may have",
+                    hint="wait for one of them to end (user_connections in the service's config)")
+    room = limits["max_connections"] - (0 if role == "admin" else limits["admin_reserve"])
+    if len(children) >= room:
+        kept = "" if role == "admin" else f", and {limits['admin_reserve']} are kept for admins"
+        raise _busy(f"{len(children)} requests are being served{kept}")
+    return Caller(uid, user, role, config)
+
+
+def _busy(message: str, hint: str = "try again in a moment") -> EnvironmentProblem:
+    return EnvironmentProblem(f"the hills service is busy: {message}", hint=hint)
+
+
+def refuse_now(conn: socket.socket, refusal: HillsError) -> None:
+    """Answer a connection with its refusal and close it, without waiting
+    on it: the listener serves everyone, so nothing here may block. The
+    record is small enough for the socket's buffer; what the caller sent
+    already is read first, so that the close does not reset it."""
+    body = json.dumps({"type": "error", "message": refusal.message, "hint": refusal.hint,
+                       "exit": refusal.exit_code}, separators=(",", ":")).encode()
+    try:
+        conn.setblocking(False)
+        for _ in range(16):
+            if not conn.recv(65536):
+                break
+    except OSError:
+        pass
+    try:
+        conn.send(struct.pack(">cI", protocol.RECORD, len(body)) + body)
+        conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def _reap(children: dict[int, int], layout: "Layout") -> None:
+    """Forget the connections whose process ended, their share of the
+    uploads in flight and what they left in the requests folder."""
+    for pid in list(children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            uid = children.pop(pid)
+            try:
+                os.unlink(os.path.join(layout.slots, str(uid), f"upload-{pid}"))
+            except OSError:
+                pass
+            # A process killed mid-request leaves its folder: it goes with it.
+            try:
+                left = [name for name in os.listdir(layout.requests) if name.startswith(f"{pid}-")]
+            except OSError:
+                left = []
+            for name in left:
+                shutil.rmtree(os.path.join(layout.requests, name), ignore_errors=True)
 
 
 def _listen(path: str) -> socket.socket:
@@ -174,18 +322,6 @@ def _listen(path: str) -> socket.socket:
     return listener
 
 
-def _refuse_busy(conn: socket.socket) -> None:
-    try:
-        conn.settimeout(1.0)
-        protocol.Connection(conn).record({"type": "error", "message": "the hills service is busy: "
-                                          f"{MAX_CONNECTIONS} requests are being served", "exit": 4,
-                                          "hint": "try again in a moment"})
-    except HillsError:
-        pass
-    finally:
-        conn.close()
-
-
 class Layout:
     """The folders of the state folder (docs/service.md, State)."""
 
@@ -196,10 +332,12 @@ class Layout:
         self.hills_dir = os.path.join(self.project, ".hills")
         self.requests = os.path.join(state_dir, "requests")
         self.vault = os.path.join(self.home, "vault")
+        self.slots = os.path.join(state_dir, "slots")
 
     def prepare(self) -> None:
         os.environ["HILLS_HOME"] = self.home
-        for folder in (self.home, self.project, self.hills_dir, self.requests, self.vault):
+        shutil.rmtree(self.slots, ignore_errors=True)  # the shares of a service that stopped
+        for folder in (self.home, self.project, self.hills_dir, self.requests, self.vault, self.slots):
             os.makedirs(folder, mode=0o700, exist_ok=True)
         from . import state
 
@@ -238,13 +376,96 @@ class _FrameWriter(io.RawIOBase):
         return len(payload)
 
 
-class Handler:
-    """One connection, in its own process: who is asking, what, and the answer."""
+class ServiceUpload(protocol.Upload):
+    """One request's upload on the service's disk: the caller's share of
+    the bytes all its uploads hold at once (a ledger file per connection,
+    under a lock per uid), and the free-space floor of the state folder,
+    checked before each file and as its bytes arrive."""
 
-    def __init__(self, sock: socket.socket, layout: Layout) -> None:
-        self.sock, self.layout = sock, layout
+    GRANT = 64 << 20  # reserved from the caller's share at a time: small files cost no lock each
+
+    def __init__(self, layout: Layout, caller: Caller, *, first_wait_s: float | None = None) -> None:
+        super().__init__(first_wait_s=first_wait_s)
+        self.layout, self.caller = layout, caller
+        self.share = caller.config.limits["user_upload_bytes"]
+        self.floor = caller.config.limits["min_free_bytes"]
+        self.folder = os.path.join(layout.slots, str(caller.uid))
+        self.ledger = os.path.join(self.folder, f"upload-{os.getpid()}")
+        self.granted = 0
+
+    def admit(self, size: int) -> None:
+        super().admit(size)
+        self._check_floor(size)
+        if self.bytes > self.granted:
+            self._grant(self.bytes)
+
+    def landed(self, count: int) -> None:
+        self._check_floor(0)
+
+    def _check_floor(self, coming: int) -> None:
+        info = os.statvfs(self.layout.state_dir)
+        free = info.f_bavail * info.f_frsize
+        if free - coming < self.floor and not self.floor:
+            raise EnvironmentProblem(f"the hills service cannot take this upload: the disk of its state folder is "
+                                     f"full ({_size(max(free, 0))} free)",
+                                     hint="try again later; tell the service's admin (its min_free_bytes keeps "
+                                          "room for evals)")
+        if free - coming < self.floor:
+            raise EnvironmentProblem(
+                f"the hills service refuses this upload: it would leave its state folder less than "
+                f"{_size(self.floor)} free ({_size(max(free, 0))} free now)",
+                hint="send a smaller submission (leave data the evaluator does not need out of it), or ask the "
+                     "admin to make room (min_free_bytes in the service's config)")
+
+    def _grant(self, needed: int) -> None:
+        from . import state
+
+        wanted = min(max(needed, self.granted + self.GRANT), max(needed, self.share))
+        os.makedirs(self.folder, 0o700, exist_ok=True)
+        with state.file_lock(os.path.join(self.folder, "lock")):
+            others = 0
+            for name in os.listdir(self.folder):
+                if name.startswith("upload-") and name != os.path.basename(self.ledger):
+                    try:
+                        with open(os.path.join(self.folder, name), encoding="ascii") as handle:
+                            others += int(handle.read() or 0)
+                    except (OSError, ValueError):
+                        pass
+            if others + needed > self.share:
+                raise EnvironmentProblem(
+                    f"the hills service refuses this upload: user '{self.caller.user}' would hold more than "
+                    f"{_size(self.share)} of uploads at once ({_size(others)} in other requests, "
+                    f"{_size(needed)} in this one)",
+                    hint="wait for your other requests to end, or send a smaller submission "
+                         "(user_upload_bytes in the service's config)")
+            wanted = min(wanted, self.share - others)
+            # Read only under the lock, and gone with its process: no need of a durable write.
+            fd = os.open(self.ledger, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as handle:
+                handle.write(str(wanted))
+            self.granted = wanted
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
+
+
+# An admin's commit runs the gate (the hill's tests) on the client's side
+# before its bundle comes: that first wait is longer.
+COMMIT_WAIT_S = 900.0
+
+
+class Handler:
+    """One connection, in its own process: what the caller asks, and the answer."""
+
+    def __init__(self, sock: socket.socket, layout: Layout, caller: Caller) -> None:
+        self.sock, self.layout, self.caller = sock, layout, caller
         self.conn = protocol.Connection(sock)
         self.folder: str | None = None
+        self.held: list[int] = []  # the evaluator slots this request holds (open, locked files)
 
     def handle(self) -> int:
         import signal
@@ -254,18 +475,29 @@ class Handler:
         try:
             return self._answer()
         except HillsError as exc:
+            self._clean()  # before the answer: a refused upload leaves nothing once the caller hears of it
             self._error(exc.message, exc.hint, exc.exit_code)
             return exc.exit_code
         except Exception as exc:  # a bug: said to the client and in the service's log; the service goes on
             import traceback
 
             traceback.print_exc(file=sys.__stderr__)
+            self._clean()
             self._error(f"internal error in the hills service: {type(exc).__name__}: {exc}", None, 3)
             return 3
         finally:
-            if self.folder:
-                shutil.rmtree(self.folder, ignore_errors=True)
+            self._clean()
             _close(self.sock)
+
+    def _clean(self) -> None:
+        """Remove what this request holds on disk: its folder, its share of the uploads."""
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+        try:
+            os.unlink(os.path.join(self.layout.slots, str(self.caller.uid), f"upload-{os.getpid()}"))
+        except OSError:
+            pass
 
     def _error(self, message: str, hint: str | None, code: int) -> None:
         if self.conn.peer_gone:
@@ -277,42 +509,91 @@ class Handler:
             pass
 
     def _answer(self) -> int:
-        uid, user = peer_user(self.sock)
+        caller = self.caller
         request = self.conn.receive_record(time.monotonic() + protocol.FIRST_DEADLINE_S)
-        verb, argv, files = check_request(request)
-        # Read per connection: a re-run of 'hills setup service' that adds
-        # or removes a user takes effect without a restart.
-        role = Config.load(self.layout.state_dir).role(user)
-        if role is None:
-            raise Refused(f"user '{user}' (uid {uid}) is neither an admin nor a climber of this hills service",
-                          hint="ask the service's admin to add you: hills setup service --climber USER")
-        allowed = ADMIN_VERBS if role == "admin" else CLIMBER_VERBS
-        if verb not in allowed:
-            raise Refused(f"'hills {verb}' is for the service's admins; user '{user}' is a {role}",
-                          hint="an admin commits and pins; climbers evaluate and read results")
-        self.conn.record({"type": "accepted", "version": protocol.VERSION, "role": role, "user": user})
+        check_version(request)
+        if caller.role is None:  # decided before the slot, except where a test switched FAIR off
+            raise Refused(f"user '{caller.user}' (uid {caller.uid}) is neither an admin nor a climber of this "
+                          "hills service", hint="ask the service's admin to add you: hills setup service --climber USER")
+        typed = service_requests.check(request, caller.role, caller.user)
+        evaluators = typed.evaluators()
+        if evaluators > caller.config.limits["user_evaluators"]:
+            raise UsageError(f"'--parallel {evaluators}' is more evaluators than one user may run at once through "
+                             f"this hills service ({caller.config.limits['user_evaluators']})",
+                             hint=f"pass --parallel {caller.config.limits['user_evaluators']} or fewer")
+        if typed.values.get("on") is not None:
+            service_requests.ray_address(typed.values["on"], caller.config.ray_address)  # refused before the upload
+        self.conn.record({"type": "accepted", "version": protocol.VERSION, "role": caller.role,
+                          "user": caller.user})
         self.folder = os.path.join(self.layout.requests, f"{os.getpid()}-{os.urandom(4).hex()}")
         os.mkdir(self.folder, 0o700)
-        upload = protocol.Upload()
+        upload = ServiceUpload(self.layout, caller, first_wait_s=COMMIT_WAIT_S if typed.verb.name == "commit"
+                               else None)
         paths = {}
-        for index, kind in enumerate(files):
+        for index, kind in enumerate(typed.streams):
             target = os.path.join(self.folder, str(index))
-            protocol.receive_into(self.conn, target, upload)
+            try:
+                protocol.receive_into(self.conn, target, upload)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                raise EnvironmentProblem("the hills service cannot take this upload: the disk of its state folder "
+                                         "is full", hint="try again later; tell the service's admin (its "
+                                                         "min_free_bytes keeps room for evals)") from None
             paths[f"@{index}"] = target if kind == "dir" else _only_file(target)
-        done = self.conn.receive_record(time.monotonic() + protocol.IDLE_DEADLINE_S)
+        done = self.conn.receive_record(upload.deadline())
         if done.get("type") != "run":
             raise protocol.ProtocolError(f"expected the run record, got '{done['type']}'")
+        outputs = _output_paths(typed, self.folder, paths)
+        paths.update(outputs)
         # From here on the command runs to its end whatever the client does:
         # a write to a client that is gone, or that stops reading, is dropped.
         self.sock.settimeout(protocol.IDLE_DEADLINE_S)
+        if evaluators and not self._take_evaluators(evaluators):
+            return 0  # the client went away while it waited: nothing ran
         # The client says its own names for the folders it sent, not the service's.
         self.conn.record({"type": "paths", "paths": {path: name for name, path in paths.items()}})
-        return self._run(verb, [paths.get(arg, arg) for arg in argv], user)
+        if typed.verb.name == "commit":
+            return self._run(typed, [paths["@0"]], outputs)
+        return self._run(typed, service_requests.argv_for(typed, paths, caller.config.ray_address), outputs)
 
-    def _run(self, verb: str, argv: list[str], user: str) -> int:
+    def _take_evaluators(self, count: int) -> bool:
+        """Hold `count` of the caller's evaluator slots (locked files, freed
+        when this process ends however it ends), waiting while its other
+        requests hold them; False when the client went away meanwhile."""
+        import fcntl
+        import select
+
+        folder = os.path.join(self.layout.slots, str(self.caller.uid))
+        os.makedirs(folder, 0o700, exist_ok=True)
+        slots = self.caller.config.limits["user_evaluators"]
+        said = False
+        while True:
+            for index in range(slots):
+                fd = os.open(os.path.join(folder, f"evaluator-{index}"), os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self.held.append(fd)
+                if len(self.held) == count:
+                    return True
+            for fd in self.held:  # all or none: two waiting tunes must not hold half each
+                os.close(fd)
+            self.held = []
+            if not said:
+                said = True
+                _FrameWriter(self.conn, protocol.STDERR).write(
+                    f"hills service: waiting for an evaluator: your requests run {slots} at once\n".encode())
+            # After its run record the client sends nothing: a readable socket is one it closed.
+            if select.select([self.sock], [], [], 0.25)[0]:
+                return False
+
+    def _run(self, typed: service_requests.Typed, argv: list[str], outputs: dict[str, str]) -> int:
         from . import caller, entry, hill
 
-        caller.serve_for(user)
+        caller.serve_for(self.caller.user)
         hill.ONLY_HILLS_DIR = self.layout.hills_dir
         os.chdir(self.layout.project)
         out = io.TextIOWrapper(io.BufferedWriter(_FrameWriter(self.conn, protocol.STDOUT)), encoding="utf-8",
@@ -322,10 +603,10 @@ class Handler:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         try:
-            if verb == "commit":
+            if typed.verb.name == "commit":
                 code = _import_version(self.layout, argv[0])
             else:
-                code = entry.run_here("hills", [verb, *argv])
+                code = entry.run_here("hills", [typed.verb.name, *argv])
         finally:
             for stream in (out, err):
                 try:
@@ -335,21 +616,56 @@ class Handler:
             sys.stdout, sys.stderr = saved
         if not self.conn.peer_gone:
             try:
+                self._send_outputs(outputs)
                 self.conn.record({"type": "exit", "exit": code})
             except protocol.Closed:
                 pass
         return code
 
+    def _send_outputs(self, outputs: dict[str, str]) -> None:
+        """The bytes of each file the command made for the client to write."""
+        for name, path in outputs.items():
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # not made (the command failed before, or made none)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat_module.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    continue
+                content = handle.read(protocol.UPLOAD_CAP + 1)
+            if len(content) > protocol.UPLOAD_CAP:
+                continue
+            self.conn.record({"type": "file", "key": name.removeprefix("@"), "size": len(content)})
+            self.conn.data(content)
+
+
+def _output_paths(typed: service_requests.Typed, folder: str, streams: dict[str, str]) -> dict[str, str]:
+    """Where the command writes each file the client asked for ('@KEY' to
+    a path in the request's folder): the client writes them, not the service."""
+    made = os.path.join(folder, "out")
+    os.mkdir(made, 0o700)
+    outputs = {f"@{field.key}": os.path.join(made, field.key) for field in typed.verb.fields
+               if field.kind == "output" and typed.values.get(field.key)}
+    if "best-params" in typed.verb.implicit:
+        # `hills tune` writes its best knobs beside the submission folder.
+        outputs["@best-params"] = streams["@0"].rstrip(os.sep) + ".best-params.json"
+    return outputs
+
 
 def _close(sock: socket.socket) -> None:
     """Close a connection so that the client reads the last record: the
     bytes it sent that were not read (a refused request's) are drained
-    first, briefly, as a close with unread bytes resets the connection."""
+    first, for at most a second, as a close with unread bytes resets the
+    connection."""
     try:
         sock.shutdown(socket.SHUT_WR)
-        sock.settimeout(0.5)
+        until = time.monotonic() + 1.0
         drained = 0
-        while drained < protocol.DATA_CAP and (chunk := sock.recv(65536)):
+        while drained < protocol.DATA_CAP and (left := until - time.monotonic()) > 0:
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
             drained += len(chunk)
     except OSError:
         pass
@@ -360,40 +676,22 @@ def _close(sock: socket.socket) -> None:
 def _only_file(folder: str) -> str:
     names = os.listdir(folder)
     if len(names) != 1 or not os.path.isfile(os.path.join(folder, names[0])):
-        raise protocol.ProtocolError("a file placeholder must stream exactly one file")
+        raise protocol.ProtocolError("a file stream must hold exactly one file")
     return os.path.join(folder, names[0])
 
 
-def check_request(request: dict[str, Any]) -> tuple[str, list[str], list[str]]:
-    """(verb, argv, placeholder kinds) of a request record, refusing what
-    could name a place of the service's own."""
+def check_version(request: dict[str, Any]) -> None:
+    """Refuse a record that is not a request of this protocol's version,
+    saying which side is older."""
     if request.get("type") != "request":
         raise protocol.ProtocolError(f"expected a request record, got '{request.get('type')}'")
-    if request.get("version") != protocol.VERSION:
-        raise protocol.ProtocolError(f"protocol version {request.get('version')!r} is not spoken here; "
-                                     f"this service speaks version {protocol.VERSION}")
-    verb, argv, files = request.get("verb"), request.get("argv"), request.get("files", [])
-    if not isinstance(verb, str) or verb not in ADMIN_VERBS:
-        raise UsageError(f"'{verb}' is not a verb the hills service answers",
-                         hint="it answers " + ", ".join(sorted(ADMIN_VERBS)))
-    if not isinstance(argv, list) or not all(isinstance(arg, str) for arg in argv) or len(argv) > 1000:
-        raise protocol.ProtocolError("argv must be a list of at most 1000 strings")
-    if not isinstance(files, list) or not all(kind in ("dir", "file") for kind in files) or len(files) > 100:
-        raise protocol.ProtocolError("files must be a list of 'dir' or 'file', at most 100")
-    placeholders = {f"@{index}" for index in range(len(files))}
-    for arg in argv:
-        if arg in placeholders:
-            continue
-        if any(arg == name or arg.startswith(name + "=") or (len(name) == 2 and arg.startswith(name))
-               for name in REFUSED_OPTIONS):
-            raise UsageError(f"option '{arg}' is not taken through the hills service",
-                             hint="the client writes -o FILE itself; run hills verify --export locally")
-        if "/" in arg or arg in (".", "..") or arg.startswith("~"):
-            raise UsageError(f"argument '{arg}' looks like a path; the hills service opens no path a caller names",
-                             hint="name hills by name; the client streams the folders and files you pass")
-    if verb == "commit" and (files != ["file"] or argv != ["@0"]):
-        raise protocol.ProtocolError("a commit request streams exactly one bundle")
-    return verb, argv, files
+    version = request.get("version")
+    if version != protocol.VERSION:
+        older = "the client" if isinstance(version, int) and version < protocol.VERSION else "the service"
+        raise protocol.ProtocolError(
+            f"protocol version {version!r} is not spoken here; this service speaks version {protocol.VERSION} "
+            f"(typed requests, hills-service(5)), and {older} is older",
+            hint="install the same hills for the client and the service")
 
 
 def _import_version(layout: Layout, bundle_path: str) -> int:

@@ -37,6 +37,7 @@ class ServiceSetup:
     socket: str
     admins: tuple[str, ...]
     climbers: tuple[str, ...]
+    ray_address: str | None = None
 
 
 @frozen
@@ -86,6 +87,15 @@ def check(setup: ServiceSetup) -> None:
             if user == setup.user:
                 raise UsageError(f"{option} '{user}' is the service user itself: the service user must be no "
                                  "caller's")
+    if setup.ray_address is not None:
+        from .service import check_config
+
+        try:
+            check_config({"admins": [], "climbers": [], "user": setup.user, "socket": setup.socket,
+                          "ray_address": setup.ray_address})
+        except ValueError:
+            raise UsageError(f"--ray '{setup.ray_address}': expected 'ray://HOST:PORT', the head's address "
+                             "(the service never looks for a cluster itself)") from None
     both = sorted(set(setup.admins) & set(setup.climbers))
     if both:
         raise UsageError(f"user '{both[0]}' is given as both --admin and --climber: expected each user in one role")
@@ -157,9 +167,7 @@ def _set_up(setup: ServiceSetup, undo: _Undo) -> SetupResult:
     _make_folder(setup.state_dir, 0o700, entry, undo)
     _make_folder(os.path.dirname(setup.socket), 0o755, entry, undo)
     config = os.path.join(setup.state_dir, CONFIG_NAME)
-    _write(config, json.dumps({"version": 1, "user": setup.user, "socket": setup.socket,
-                               "admins": sorted(setup.admins), "climbers": sorted(setup.climbers)},
-                              indent=2) + "\n", 0o644, undo)
+    _write(config, json.dumps(config_values(setup, _kept_keys(config)), indent=2) + "\n", 0o644, undo)
     client_config = client_config_path()
     _make_parents(client_config, undo)
     _write(client_config, json.dumps({"version": 1, "socket": setup.socket}, indent=2) + "\n", 0o644, undo)
@@ -174,6 +182,36 @@ def _set_up(setup: ServiceSetup, undo: _Undo) -> SetupResult:
 
         start = f"runuser -u {setup.user} -- {shlex.join(argv)}"
     return SetupResult(setup, created, config, client_config, unit, start)
+
+
+def config_values(setup: ServiceSetup, kept: dict[str, object]) -> dict[str, object]:
+    """The service's config: what this set-up says, over the bounds (and
+    the cluster) an admin set in the config before, which a re-run keeps."""
+    values: dict[str, object] = {**kept, "version": 1, "user": setup.user, "socket": setup.socket,
+                                 "admins": sorted(setup.admins), "climbers": sorted(setup.climbers)}
+    if setup.ray_address is not None:
+        values["ray_address"] = setup.ray_address
+    return values
+
+
+def _kept_keys(config: str) -> dict[str, object]:
+    """The bounds and the cluster of an existing config, checked: a re-run
+    refuses a config whose keys the service would refuse."""
+    from .service import LIMITS, check_config
+
+    try:
+        with open(config, encoding="utf-8") as handle:
+            values = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(f"service config '{config}' cannot be read: {exc}",
+                                 hint="fix it or remove it, then run this again") from None
+    try:
+        check_config(values)
+    except ValueError as exc:
+        raise UsageError(f"service config '{config}': {exc}", hint="see hills-service(5), CONFIG") from None
+    return {key: values[key] for key in (*LIMITS, "ray_address") if key in values}
 
 
 def system_tool(name: str) -> str | None:

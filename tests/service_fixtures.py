@@ -215,7 +215,8 @@ def eval(submission, *, final=False):
     value = float((submission / "answer.txt").read_text())
     config = [{"name": "mode", "value": "holdout" if final else "validation", "primary": True}]
     return {"passed": True, "metrics": [{"name": "value", "value": value, "direction": "max"}],
-            "config": config, "details": {"secret_words": len(secret.split())}}
+            "config": config, "details": {"secret_words": len(secret.split())},
+            "report": {"picture": {"box": [-10, -10, 10, 10], "circles": [[0, 0, min(abs(value), 9)]]}}}
 '''
 
 
@@ -272,3 +273,93 @@ def submission(service: Service, user: str, name: str, answer: str = "7", sleep:
 
 def dedent(text: str) -> str:
     return textwrap.dedent(text)
+
+
+# A client that speaks the protocol by hand, run as a caller: it sends the
+# request record it is given (not one the CLI would build), streams the
+# folders and files named, and prints every record of the answer.
+RAW_CLIENT = '''\
+import json, socket, sys, time
+from hills import protocol
+
+spec = json.load(sys.stdin)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(spec["socket"])
+conn = protocol.Connection(sock)
+out = []
+try:
+    try:
+        conn.record(spec["request"])
+    except protocol.Closed:
+        pass
+    answer = conn.receive_record(time.monotonic() + 60)
+    out.append(answer)
+    if answer["type"] == "accepted":
+        for kind, path in spec.get("streams", []):
+            (protocol.send_folder if kind == "dir" else protocol.send_file)(conn, path)
+        conn.record({"type": "run"})
+        for kind, payload in protocol.frames(conn):
+            if kind == protocol.RECORD:
+                out.append(json.loads(payload))
+            elif kind != protocol.DATA:
+                out.append({"type": "frame", "kind": kind.decode(), "text": payload.decode("utf-8", "replace")})
+except protocol.ProtocolError as exc:
+    out.append({"type": "broken", "message": exc.message})
+print(json.dumps(out))
+'''
+
+# Bytes as they are, from a caller: what comes back before the service
+# closes, and how long that took.
+RAW_BYTES = '''\
+import json, socket, sys, time
+spec = json.load(sys.stdin)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(spec["socket"])
+sock.settimeout(spec["timeout"])
+started = time.monotonic()
+sock.sendall(bytes.fromhex(spec["payload"]))
+chunks = []
+try:
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+except OSError as exc:
+    chunks.append(b"")
+print(json.dumps({"answer": b"".join(chunks).hex(), "seconds": time.monotonic() - started}))
+'''
+
+
+def raw_request(service: Service, user: str, request: dict, streams: list | None = None) -> list[dict]:
+    """The records the service answers `request` from `user`, sent by hand."""
+    spec = {"socket": str(service.socket), "request": request, "streams": streams or []}
+    done = subprocess.run(service.argv(user, [*service.python, "-c", RAW_CLIENT]), cwd=home_of(user),
+                          input=json.dumps(spec), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def raw_bytes(service: Service, user: str, payload: bytes, timeout: float = 30.0) -> tuple[bytes, float]:
+    """What the service answers `payload` from `user`, and after how many seconds it closed."""
+    spec = {"socket": str(service.socket), "payload": payload.hex(), "timeout": timeout}
+    done = subprocess.run(service.argv(user, [*service.python, "-c", RAW_BYTES]), cwd=home_of(user),
+                          input=json.dumps(spec), capture_output=True, text=True, timeout=timeout + 60)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    return bytes.fromhex(answer["answer"]), answer["seconds"]
+
+
+def error_of(answer: bytes) -> dict:
+    """The error record a raw answer ends with (the only record of a refusal)."""
+    import struct
+
+    kind, length = struct.unpack(">cI", answer[:5])
+    assert kind == b"R", answer[:40]
+    record = json.loads(answer[5:5 + length])
+    assert record["type"] == "error", record
+    return record
+
+
+def request(verb: str, **fields: object) -> dict:
+    """A request record of this protocol's version."""
+    from hills import protocol
+
+    return {"type": "request", "version": protocol.VERSION, "verb": verb, "fields": fields}

@@ -6,6 +6,7 @@ these tests skip, saying why."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from service_fixtures import (Service, home_of, make_hill, make_user, needs_root, remove_user, submission)
+from hills import protocol
+from service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, raw_request,
+                              remove_user, request, submission)
 
 pytestmark = needs_root
 
@@ -208,9 +211,10 @@ def test_a_user_who_is_neither_is_refused(service):
 
 def test_arguments_that_name_the_services_places_are_refused(service):
     key = str(service.state / "home" / "key")
-    for args, words in ((("show", key), "looks like a path"),
-                        (("eval", "x", "-H", "../../state"), "looks like a path"),
-                        (("attempts", ".."), "looks like a path")):
+    folder = submission(service, service.climber, "sub-places")
+    for args, words in ((("show", key), f"cannot send '{key}': Permission denied"),
+                        (("eval", folder, "-H", "../../state"), "invalid hill name '../../state'"),
+                        (("attempts", ".."), "invalid hill name '..'")):
         refused = service.hills(service.climber, *args)
         assert refused.code == 2, (args, refused.err)
         assert words in refused.err
@@ -346,49 +350,135 @@ def test_sixteen_concurrent_climber_evals_all_land_with_the_chain_intact(service
 
 # ------------------------------------------------------------ the protocol under abuse
 
-def _raw(service: Service, payload: bytes, read_timeout: float = 30.0) -> bytes:
-    """What the service answers a connection that sends `payload` (as root,
-    who is no caller of the service: only framing is at stake here)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(str(service.socket))
-    sock.settimeout(read_timeout)
-    if payload:
-        sock.sendall(payload)
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    finally:
-        sock.close()
-    return b"".join(chunks)
-
-
-def _error_of(answer: bytes) -> dict:
-    kind, length = struct.unpack(">cI", answer[:5])
-    assert kind == b"R"
-    record = json.loads(answer[5:5 + length])
-    assert record["type"] == "error"
-    return record
-
-
 def test_malformed_oversized_and_slow_requests_are_refused_without_harming_others(service):
-    garbage = _error_of(_raw(service, b"GET / HTTP/1.0\r\n\r\n"))
-    assert "unknown frame kind" in garbage["message"]
-    huge = _error_of(_raw(service, struct.pack(">cI", b"R", 1 << 30)))
-    assert "over the protocol's" in huge["message"]
-    not_json = _error_of(_raw(service, struct.pack(">cI", b"R", 3) + b"{{{"))
-    assert "not JSON" in not_json["message"]
-    body = json.dumps({"type": "request", "version": 99, "verb": "list", "argv": []}).encode()
-    old = _error_of(_raw(service, struct.pack(">cI", b"R", len(body)) + body))
-    assert "version 99" in old["message"]
+    def refused(payload: bytes) -> dict:
+        return error_of(raw_bytes(service, service.climber, payload)[0])
+
+    assert "unknown frame kind" in refused(b"GET / HTTP/1.0\r\n\r\n")["message"]
+    assert "over the protocol's" in refused(struct.pack(">cI", b"R", 1 << 30))["message"]
+    assert "not JSON" in refused(struct.pack(">cI", b"R", 3) + b"{{{")["message"]
+    body = json.dumps({"type": "request", "version": 99, "verb": "list", "fields": {}}).encode()
+    assert "version 99" in refused(struct.pack(">cI", b"R", len(body)) + body)["message"]
     slow: dict = {}
-    slow_thread = threading.Thread(target=lambda: slow.update(answer=_raw(service, b"")))
+    slow_thread = threading.Thread(target=lambda: slow.update(answer=raw_bytes(service, service.climber, b"")))
     slow_thread.start()
     # While the slow one waits, others are answered.
     folder = submission(service, service.climber, "sub-slow")
     assert service.hills(service.climber, "eval", folder, "-H", DEMO).code == 0
     slow_thread.join(40)
-    assert "too slow" in _error_of(slow["answer"])["message"]
+    answer, seconds = slow["answer"]
+    assert "too slow" in error_of(answer)["message"] and seconds < protocol.FIRST_DEADLINE_S + 3
+
+
+def test_an_old_client_is_told_the_protocol_changed(service):
+    old = {"type": "request", "version": 1, "verb": "eval", "argv": [".hills", "-H", DEMO], "files": []}
+    answer = raw_request(service, service.climber, old)
+    assert answer[0]["type"] == "error" and answer[0]["exit"] == 1
+    assert "version 1 is not spoken here" in answer[0]["message"] and "the client is older" in answer[0]["message"]
+    assert "same hills" in answer[0]["hint"]
+
+
+# ------------------------------------------------------------ typed requests
+
+def _runs_left(service: Service) -> list[str]:
+    return sorted(os.listdir(service.state / "requests"))
+
+
+def test_raw_requests_naming_the_services_places_or_undeclared_options_are_refused_by_name(service):
+    folder = submission(service, service.climber, "sub-raw")
+    # Control: the hand-made client scores a submission it streams, as the CLI does.
+    scored = raw_request(service, service.climber, request("eval", submissions=[0], hill=DEMO, json=True),
+                         [["dir", folder]])
+    assert scored[0]["type"] == "accepted" and scored[-1] == {"type": "exit", "exit": 0}, scored
+    shown = "".join(item["text"] for item in scored if item.get("kind") == "O")
+    assert json.loads(shown)["trust"] == "service"
+    key = str(service.state / "home" / "key")
+    picture = str(service.state / "project" / "picture.svg")
+    for verb, fields, exit_code, words in (
+            # the submission '.hills' would score the service's own folder, every private/ in it
+            ("eval", {"submissions": [".hills"], "hill": DEMO}, 2, "the service opens no path a caller names"),
+            ("show", {"report": key}, 2, "the service opens no path a caller names"),
+            ("eval", {"submissions": [0], "hill": DEMO, "into": "/tmp"}, 2,
+             "'--into' is not taken through the hills service"),
+            ("eval", {"submissions": [0], "hill": DEMO, "argv": ["-o", key]}, 2,
+             "'--argv' is not taken through the hills service"),
+            ("show", {"report": 0, "picture": picture}, 2, "'--picture': expected true or false"),
+            ("eval", {"submissions": [0], "hill": DEMO, "on": "ray://127.0.0.1:6379"}, 2,
+             "its admin configured no Ray cluster"),
+            ("eval", {"submissions": [0], "hill": DEMO, "verbose": True}, 1,
+             "'--verbose' of 'hills eval' is for the service's admins"),
+            ("eval", {"submissions": [0], "hill": f"{DEMO}/../.."}, 2, "invalid hill name")):
+        answer = raw_request(service, service.climber, request(verb, **fields), [["dir", folder]])
+        assert answer[0]["type"] == "error", (fields, answer)
+        assert answer[0]["exit"] == exit_code and words in answer[0]["message"], (fields, answer[0])
+    assert not os.path.exists(picture)
+    assert _wait_for(lambda: _runs_left(service) == [], timeout=10)
+
+
+def test_on_ray_through_the_cli_is_refused_without_a_configured_cluster(service):
+    folder = submission(service, service.climber, "sub-ray")
+    refused = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray")
+    assert refused.code == 2 and "'--on' is not taken through this hills service" in refused.err, refused.err
+    assert "ray_address" in refused.err
+
+
+def test_on_ray_goes_only_to_the_cluster_the_admin_configured(service):
+    config = service.state / "service.json"
+    saved = config.read_text()
+    # Nothing listens there: an eval that goes to it says so, naming the address.
+    config.write_text(json.dumps({**json.loads(saved), "ray_address": "ray://127.0.0.1:9"}))
+    try:
+        folder = submission(service, service.climber, "sub-ray-configured")
+        other = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray://127.0.0.2:6379")
+        assert other.code == 2 and "names a cluster this hills service does not use" in other.err, other.err
+        # What the caller's side says of a cluster counts for nothing through the service.
+        configured = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray",
+                                   RAY_ADDRESS="127.0.0.2:6379")
+        assert configured.code != 0 and "127.0.0.2" not in configured.err
+        if importlib.util.find_spec("ray") is not None:
+            assert "cannot join the Ray cluster at '127.0.0.1:9'" in configured.err, configured.err
+        else:
+            assert "hills[ray]" in configured.err, configured.err
+    finally:
+        config.write_text(saved)
+    # Control: in same-user mode, `--on ray` goes where the caller's environment says.
+    project = str(Path(home_of(service.climber)) / "project")
+    if not (Path(project) / ".hills" / "own").exists():
+        assert make_hill(service, service.climber, "own", extra_env=same_user()).code == 0
+    if importlib.util.find_spec("ray") is not None:
+        own = service.hills(service.climber, "eval", folder, "-H", "own", "--on", "ray", cwd=project,
+                            **same_user(RAY_ADDRESS="127.0.0.2:9"))
+        assert own.code != 0 and "cannot join the Ray cluster at '127.0.0.2:9'" in own.err, own.err
+
+
+def test_against_a_reference_works_and_the_client_writes_the_files(service):
+    home = Path(home_of(service.climber))
+    folder = submission(service, service.climber, "sub-ab", answer="9")
+    reference = submission(service, service.climber, "ref-ab", answer="3")
+    before = set(_tree(service.state))
+    compared = service.hills(service.climber, "eval", folder, "-H", DEMO, "--against", reference, "--repeat", "2",
+                             "-o", "ab.json", "--summary-only")
+    assert compared.code in (0, 1), compared.err
+    written = home / "ab.json"
+    assert written.exists() and written.stat().st_uid == int(service.shell(service.climber, "id -u").out)
+    ab = json.loads(written.read_text())
+    # The reference was streamed and scored: its runs' values are the reference's answer.
+    assert ab["trust"] == "service" and ab["verdict"]["reference"]["values"] == [3.0, 3.0], ab["verdict"]
+    assert ab["verdict"]["candidate"]["values"] == [9.0, 9.0]
+    report = service.hills(service.climber, "eval", folder, "-H", DEMO, "-o", "plain.json", "--json")
+    assert report.code == 0 and json.loads((home / "plain.json").read_text()) == report.report
+    shown = service.hills(service.climber, "show", "plain.json", "--picture", "plain.svg")
+    assert shown.code == 0, shown.err
+    assert (home / "plain.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert f"drawn in {home / 'plain.svg'}" in shown.err or "drawn in plain.svg" in shown.err, shown.err
+    # Nothing of it stayed in the service's folder.
+    made = set(_tree(service.state)) - before
+    assert not [path for path in made if path.endswith((".json", ".svg")) and "/requests/" in path], made
+    assert not [path for path in made if path.endswith(("ab.json", "plain.json", "plain.svg"))], made
+
+
+def _tree(folder: Path) -> list[str]:
+    return [os.path.join(root, name) for root, _, names in os.walk(folder) for name in names]
 
 
 def test_the_summary_names_the_climbers_own_folder(service):
@@ -409,6 +499,10 @@ def test_tune_trials_through_the_service_are_the_climbers(service):
     reports = [line["report"] for line in service.log_lines(DEMO)[before:] if "report" in line]
     assert len(reports) == 2
     assert all(report["trust"] == "service" and report["user"] == service.climber for report in reports)
+    # The best knobs are written beside the climber's folder, by its client, and named so.
+    best = Path(folder + ".best-params.json")
+    assert json.loads(best.read_text()) == tuned.report["best"]["knobs"]
+    assert tuned.report["best_params_file"] == str(best)
 
 
 def test_the_climber_cannot_touch_the_services_notes_and_its_own_count_for_nothing(service):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from hills import errors, protocol, service
+from hills import errors, protocol, service, service_requests
 from service_fixtures import Service, make_user, needs_root, remove_user
 
 
@@ -250,32 +250,115 @@ def test_a_frame_past_its_bound_is_refused_before_it_is_read():
         receiver.receive()
 
 
+def _typed(verb: str, role: str = "climber", **fields: object) -> object:
+    return service_requests.check({"type": "request", "version": protocol.VERSION, "verb": verb,
+                                   "fields": fields}, role, "agent")
+
+
 @pytest.mark.parametrize("request_record, kind, words", [
-    ({"type": "request", "version": 2, "verb": "eval", "argv": []}, protocol.ProtocolError, "version 2"),
-    ({"type": "request", "version": 1, "verb": "new", "argv": []}, errors.UsageError, "not a verb the hills"),
-    ({"type": "request", "version": 1, "verb": "show", "argv": ["/srv/hills/home/key"]}, errors.UsageError,
-     "looks like a path"),
-    ({"type": "request", "version": 1, "verb": "eval", "argv": ["@0", "-H", "x", "-o", "f"], "files": ["dir"]},
-     errors.UsageError, "option '-o'"),
-    ({"type": "request", "version": 1, "verb": "commit", "argv": ["x", "-m", "y"]}, protocol.ProtocolError,
-     "exactly one bundle"),
+    ({"type": "request", "version": 1, "verb": "eval", "argv": []}, protocol.ProtocolError,
+     "version 1 is not spoken here.*the client is older"),
+    ({"type": "request", "version": 3, "verb": "eval", "fields": {}}, protocol.ProtocolError,
+     "version 3 is not spoken here.*the service is older"),
+    ({"type": "hello", "version": 2}, protocol.ProtocolError, "expected a request record"),
 ])
-def test_requests_that_could_reach_the_services_places_are_refused(request_record, kind, words):
+def test_records_of_another_version_or_kind_are_refused(request_record, kind, words):
     with pytest.raises(kind, match=words):
-        service.check_request(request_record)
+        service.check_version(request_record)
 
 
-def test_the_client_streams_local_paths_as_placeholders(tmp_path, monkeypatch):
+@pytest.mark.parametrize("verb, fields, kind, words", [
+    ("new", {}, errors.UsageError, "'new' is not a verb the hills service answers"),
+    # The submission is a stream's number, never a path of the service's.
+    ("eval", {"submissions": [".hills"], "hill": "x"}, errors.UsageError, "the service opens no path"),
+    ("show", {"report": "/srv/hills/home/key"}, errors.UsageError, "the service opens no path"),
+    ("eval", {"submissions": [0], "hill": "../../state"}, errors.UsageError, "invalid hill name"),
+    ("eval", {"submissions": [0], "hill": "x", "into": "f"}, errors.UsageError,
+     "'--into' is not taken through the hills service"),
+    ("eval", {"submissions": [0], "hill": "x", "argv": ["-o", "f"]}, errors.UsageError,
+     "'--argv' is not taken through the hills service"),
+    ("show", {"report": 0, "picture": "/srv/hills/x.svg"}, errors.UsageError, "'--picture': expected true or false"),
+    ("eval", {"submissions": [0], "hill": "x", "force": True}, errors.Refused,
+     "'--force' of 'hills eval' is for the service's admins"),
+    ("pin", {"name": "x"}, errors.Refused, "'hills pin' is for the service's admins"),
+    ("eval", {"submissions": [0, 0], "hill": "x"}, errors.UsageError, "each once"),
+    ("eval", {"submissions": [1], "hill": "x"}, errors.UsageError, "numbered 0, 1, 2"),
+    ("eval", {"submissions": [0], "hill": "x", "param": ["--on=ray"]}, errors.UsageError, "expected NAME=VALUE"),
+    ("eval", {"submissions": [0], "hill": "x", "repeat": 0}, errors.UsageError, "at least 1"),
+    ("eval", {"hill": "x"}, errors.UsageError, "needs 'SUBMISSIONS'"),
+    ("attempts", {"name": "x", "tree": "--all"}, errors.UsageError, "expected a tree hash"),
+    ("tune", {"submission": 0, "hill": "x", "budget": 2, "tuner": "grid"}, errors.UsageError, "one of random"),
+])
+def test_requests_the_service_does_not_model_are_refused_by_name(verb, fields, kind, words):
+    with pytest.raises(kind, match=words) as refused:
+        _typed(verb, **fields)
+    assert refused.value.exit_code == kind.exit_code
+
+
+def test_the_service_builds_the_command_line_from_checked_values():
+    typed = _typed("eval", submissions=[0], hill="demo", param=["data=a/b", "n=-1"], final=True, output=True,
+                   against=1, repeat=4, json=True)
+    assert typed.streams == ("dir", "dir") and typed.evaluators() == 1
+    paths = {"@0": "/s/r/0", "@1": "/s/r/1", "@output": "/s/r/out/output"}
+    argv = service_requests.argv_for(typed, paths, None)
+    assert argv == ["--hill=demo", "--param=data=a/b", "--param=n=-1", "--final", "--output=/s/r/out/output",
+                    "--repeat=4", "--against=/s/r/1", "--json", "/s/r/0"]
+    from hills.commands import eval as eval_command
+
+    parsed = eval_command.DECLARED.parse(argv)
+    assert parsed is not None and parsed["params"] == ("data=a/b", "n=-1") and parsed["against"] == "/s/r/1"
+    tuned = _typed("tune", submission=0, hill="demo", budget=3, parallel=4, seed=-5)
+    assert tuned.evaluators() == 4
+    assert "--seed=-5" in service_requests.argv_for(tuned, {"@0": "/s/r/0"}, None)
+
+
+def test_on_ray_goes_only_to_the_configured_cluster():
+    typed = _typed("eval", submissions=[0], hill="demo", on="ray")
+    with pytest.raises(errors.UsageError, match="'--on' is not taken through this hills service: its admin "
+                                                "configured no Ray cluster"):
+        service_requests.argv_for(typed, {"@0": "/s/0"}, None)
+    assert "--on=ray://10.0.0.1:6379" in service_requests.argv_for(typed, {"@0": "/s/0"}, "ray://10.0.0.1:6379")
+    other = _typed("eval", submissions=[0], hill="demo", on="ray://127.0.0.1:6379")
+    with pytest.raises(errors.UsageError, match="names a cluster this hills service does not use"):
+        service_requests.argv_for(other, {"@0": "/s/0"}, "ray://10.0.0.1:6379")
+    assert other.evaluators() == 1
+
+
+def test_the_client_builds_typed_records_and_keeps_its_files(tmp_path, monkeypatch):
     from hills import client
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
+    (tmp_path / "ref").mkdir()
     (tmp_path / "r.json").write_text("{}")
-    request = client.Request("eval", ["sub", "-H", "sub", "-o", "out.json", "--final"])
-    assert request.argv == ["@0", "-H", "sub", "--final"] and request.output == "out.json"
-    assert request.files == [("dir", "sub")]
-    shown = client.Request("show", ["r.json"])
-    assert shown.argv == ["@0"] and shown.files == [("file", "r.json")]
+    request = client.Request("eval", ["sub", "-H", "demo", "-o", "out.json", "--final", "--against", "ref",
+                                      "--repeat", "2"])
+    assert request.fields == {"submissions": [0], "hill": "demo", "final": True, "output": True, "against": 1,
+                              "repeat": 2}
+    assert request.files == [("dir", "sub"), ("dir", "ref")] and request.outputs == {"output": "out.json"}
+    shown = client.Request("show", ["r.json", "--picture", "p.svg"])
+    assert shown.fields == {"report": 0, "picture": True} and shown.files == [("file", "r.json")]
+    assert shown.outputs == {"picture": "p.svg"}
+    tuned = client.Request("tune", ["sub", "-H", "demo", "--budget", "2"])
+    assert tuned.outputs == {"best-params": str(tmp_path / "sub.best-params.json")}
+    assert set(client.ADMIN_VERBS) == set(service_requests.VERBS)
+    assert client.CLIMBER_VERBS == {name for name, verb in service_requests.VERBS.items() if not verb.admin_only}
+
+
+def test_the_service_config_refuses_unknown_and_malformed_keys(tmp_path):
+    base = {"version": 1, "user": "hills", "socket": "/run/hills/hills.sock", "admins": ["a"], "climbers": ["c"]}
+    for extra, words in (({"max_conections": 3}, "unknown key 'max_conections'"),
+                         ({"user_connections": 0}, "'user_connections' must be an integer of at least 1"),
+                         ({"min_free_bytes": "1G"}, "'min_free_bytes' must be an integer"),
+                         ({"ray_address": "ray"}, "'ray_address' must be 'ray://HOST:PORT'")):
+        (tmp_path / "service.json").write_text(json.dumps({**base, **extra}))
+        with pytest.raises(errors.EnvironmentProblem, match=words):
+            service.Config.load(str(tmp_path))
+    (tmp_path / "service.json").write_text(json.dumps({**base, "user_evaluators": 2,
+                                                       "ray_address": "ray://10.0.0.1:6379"}))
+    loaded = service.Config.load(str(tmp_path))
+    assert loaded.limits["user_evaluators"] == 2 and loaded.limits["max_connections"] == 64
+    assert loaded.ray_address == "ray://10.0.0.1:6379"
 
 
 def test_which_calls_go_to_the_service(monkeypatch, tmp_path):
@@ -298,3 +381,31 @@ def test_which_calls_go_to_the_service(monkeypatch, tmp_path):
     config.write_text(json.dumps({"socket": str(tmp_path / "s.sock")}))
     assert client.service_socket() == str(tmp_path / "s.sock")
     listening.close()
+
+
+def test_the_floor_is_checked_as_bytes_arrive_not_only_per_file(tmp_path, monkeypatch):
+    # Another upload fills the disk while this one's file is coming: the
+    # next data frame is refused, though the file was admitted.
+    layout = service.Layout(str(tmp_path))
+    os.makedirs(layout.slots)
+    values = {"user": "hills", "socket": "/s", "admins": [], "climbers": ["agent"], "min_free_bytes": 100 << 20}
+    caller = service.Caller(os.getuid(), "agent", "climber", service.Config(values, str(tmp_path / "c.json")))
+    free = [1 << 30]
+
+    class Fake:
+        f_frsize = 1
+
+        @property
+        def f_bavail(self) -> int:
+            return free[0]
+
+    monkeypatch.setattr(service.os, "statvfs", lambda path: Fake())
+    upload = service.ServiceUpload(layout, caller)
+    upload.admit(50 << 20)
+    upload.landed(1 << 20)
+    free[0] = 90 << 20
+    with pytest.raises(errors.EnvironmentProblem, match="less than 100.0 MiB free") as refused:
+        upload.landed(1 << 20)
+    assert refused.value.exit_code == 4 and "min_free_bytes" in refused.value.hint
+    # The share of uploads in flight is the caller's: a ledger under the slots folder.
+    assert (tmp_path / "slots" / str(os.getuid()) / f"upload-{os.getpid()}").read_text() == str(64 << 20)

@@ -20,7 +20,11 @@ from .output import emit, say
 @click.option("--admin", "admins", multiple=True, metavar="USER", help="A user who may commit and pin (repeatable).")
 @click.option("--climber", "climbers", multiple=True, metavar="USER",
               help="A user who may evaluate, tune and read results (repeatable).")
-def command(user: str, state_dir: str, socket_path: str, admins: tuple[str, ...], climbers: tuple[str, ...]) -> int:
+@click.option("--ray", "ray_address", metavar="ray://HOST:PORT",
+              help="The Ray cluster 'hills eval --on ray' uses through the service (its config's ray_address); "
+                   "without it, --on is refused there.")
+def command(user: str, state_dir: str, socket_path: str, admins: tuple[str, ...], climbers: tuple[str, ...],
+            ray_address: str | None) -> int:
     """Make this machine an evaluation service under its own user (as root).
 
     Creates the service user if missing, its state folder (0700, owned by
@@ -33,7 +37,7 @@ def command(user: str, state_dir: str, socket_path: str, admins: tuple[str, ...]
     from .. import service_setup
 
     setup = service_setup.ServiceSetup(user=user, state_dir=state_dir, socket=socket_path,
-                                       admins=tuple(admins), climbers=tuple(climbers))
+                                       admins=tuple(admins), climbers=tuple(climbers), ray_address=ray_address)
     render(service_setup.set_up(setup))
     return errors.EXIT_OK
 
@@ -49,6 +53,8 @@ def render(result: object) -> None:
     say(f"socket        {setup.socket}")
     say(f"admins        {', '.join(sorted(setup.admins))}")
     say(f"climbers      {', '.join(sorted(setup.climbers))}")
+    if setup.ray_address:
+        say(f"ray cluster   {setup.ray_address}")
     say(f"config        {result.config}")
     say(f"client config {result.client_config}")
     if result.unit:
