@@ -379,6 +379,9 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
                     continue
                 server.fork_worker(conn)
                 continue
+            if _stopped(path):  # its spare may have taken the connection that was to wake it
+                reason = "stopped"
+                break
             if not _still_ours(path, inode):
                 reason = "its socket was replaced"
                 break
@@ -416,6 +419,7 @@ class _Server:
         self.reports: dict[int, tuple[int, bytearray]] = {}
         self.last_request: bytes | None = None
         self.spare, self.spare_fd, self.spare_waits = 0, -1, False
+        self.leaving: set[int] = set()  # spares that gave way, ending their standby
         self._ready: list[Any] = []
 
     def wait(self, timeout: float) -> bool:
@@ -459,9 +463,11 @@ class _Server:
             elif not said or b"G" in said:
                 self.last_request = None  # made for nothing, or for another request: not again
                 self.children.add(self.spare)  # reaped with the workers; it is leaving
+                self.leaving.add(self.spare)
                 os.close(self.spare_fd)
                 self.spare, self.spare_fd, self.spare_waits = 0, -1, False
         reap(self.children)
+        self.leaving &= self.children
         return took
 
     def accepting(self) -> bool:
@@ -507,7 +513,10 @@ class _Server:
 
     def end_spare(self) -> None:
         """Stop the spare (it ends its standby and removes its run folder),
-        unless it has just taken a connection."""
+        unless it has just taken a connection; wait for those leaving."""
+        for pid in self.leaving:
+            _wait_for(pid, 10.0)
+        self.leaving.clear()
         if not self.spare:
             return
         said = _read_some(self.spare_fd, block=False)
@@ -922,6 +931,10 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
     except _Stopped:
         pass
     finally:
+        # A stop that comes while it cleans up must not cut that short and
+        # leave its run folder: the server waits for it to end.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         if made is not None:
             made.discard()
         entry.leave_now(0)

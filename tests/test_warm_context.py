@@ -122,19 +122,21 @@ def restart_without(warm, patch):
     """Stop this machine's server and start one at the same socket with
     `patch` (Python run first in it): a boundary switched off, for a control."""
     [socket_path] = warm.glob("*.sock")
+    started = log_of(warm).count(" started for HILLS_HOME ")
     stopped = subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, text=True)
     assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
-    deadline = time.monotonic() + 10
-    while socket_path.exists() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while (socket_path.exists() or " stopped: stopped" not in log_of(warm)) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not socket_path.exists(), log_of(warm)
     process = subprocess.Popen([sys.executable, "-c", f"import sys; from hills import warm, runner; {patch}; "
                                                       "sys.exit(warm.serve(sys.argv[1], []))", str(socket_path)],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     deadline = time.monotonic() + 30
-    while not socket_path.exists() and time.monotonic() < deadline:
+    while log_of(warm).count(" started for HILLS_HOME ") <= started and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert socket_path.exists(), log_of(warm)
+    assert socket_path.exists() and log_of(warm).count(" started for HILLS_HOME ") == started + 1, log_of(warm)
     return process
 
 
@@ -465,11 +467,13 @@ def test_a_waiting_standby_holds_no_secret_seed_the_callers_shell_can_read(climb
 def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climber):
     serving_climber(climber)
     [socket_path] = climber.warm.glob("*.sock")
+    started = log_of(climber.warm).count(" started for HILLS_HOME ")
     stopped = climber.run(*climber.python, "-m", "hills.warm", "stop")
     assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
-    deadline = time.monotonic() + 10
-    while socket_path.exists() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while (socket_path.exists() or " stopped: " not in log_of(climber.warm)) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not socket_path.exists(), log_of(climber.warm)
     # The same server with both halves of the fix switched off.
     patch = "runner.WITHHELD = (); warm._undumpable = lambda: True"
     unfixed = subprocess.Popen(climber.argv([*climber.python, "-c", f"import sys; from hills import warm, runner; "
@@ -478,9 +482,9 @@ def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climb
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
-        while not socket_path.exists() and time.monotonic() < deadline:
+        while log_of(climber.warm).count(" started for HILLS_HOME ") <= started and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert socket_path.exists(), log_of(climber.warm)
+        assert socket_path.exists() and log_of(climber.warm).count(" started for HILLS_HOME ") == started + 1
         readable, found, spare, evaluators = attack_a_waiting_standby(climber)
         assert found[spare]["mem"] is True, found  # in the spare's memory
         assert any(found[pid]["environ"] is True for pid in evaluators), found  # in its evaluator's environment
