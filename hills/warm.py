@@ -45,6 +45,11 @@ LSM_LABELS = ("attr/current", "attr/apparmor/current", "attr/selinux/current", "
 # built in, or none that answers for attr/current): the same error on both
 # sides is the same context. Any other (a read the kernel refused) differs.
 _ABSENT = ("ENOENT", "EINVAL", "EOPNOTSUPP")
+# The names /proc/PID/limits gives the limits a request tells (LIMITS).
+_LIMIT_NAMES = {"Max cpu time": "RLIMIT_CPU", "Max file size": "RLIMIT_FSIZE", "Max data size": "RLIMIT_DATA",
+                "Max stack size": "RLIMIT_STACK", "Max core file size": "RLIMIT_CORE",
+                "Max resident set": "RLIMIT_RSS", "Max processes": "RLIMIT_NPROC", "Max open files": "RLIMIT_NOFILE",
+                "Max locked memory": "RLIMIT_MEMLOCK", "Max address space": "RLIMIT_AS"}
 _SO_PEERPIDFD = 77  # Linux 6.5: a pidfd of the peer, which Python 3.11's socket module does not name
 _PR_SET_DUMPABLE = 4
 _OWN_CONTEXT: dict[str, str] | None = None  # the server's, read once before it forks
@@ -789,7 +794,7 @@ def _worker(conn: Any, path: str, report: int = -1) -> None:
     except (OSError, ValueError, StopIteration) as exc:
         _log(path, f"worker {os.getpid()} refused a request: {exc}")
         entry.leave_now(0)
-    reason = _mismatch(request, fds) or _context_difference(conn) or _become(request, fds)
+    reason = _mismatch(request, fds) or _context_difference(conn, request) or _become(request, fds)
     if reason is not None:
         _decline(conn, path, reason)
     _run(conn, path, request, forked, report=(report, payload))
@@ -922,7 +927,7 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
         listener.close()
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
-        reason = _mismatch(request, fds) or _context_difference(conn)
+        reason = _mismatch(request, fds) or _context_difference(conn, request)
         if reason is not None:
             made.discard()
             _decline(conn, path, reason)
@@ -1048,17 +1053,34 @@ def security_context(pid: str) -> dict[str, str]:
             context["cgroup"] = read("cgroup")
         except OSError as exc:
             context["cgroup"] = failed(exc)
+        try:
+            context["limits"] = _limits_from(read("limits"))
+        except OSError as exc:
+            context["limits"] = failed(exc)
     finally:
         os.close(folder)
     return context
 
 
-def _context_difference(conn: Any) -> str | None:
+def _limits_from(text: str) -> str:
+    """/proc/PID/limits as a request tells them (`_limits`): NAME:SOFT:HARD
+    for each of LIMITS, in its order, -1 for unlimited (RLIM_INFINITY)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        for title, name in _LIMIT_NAMES.items():
+            if line.startswith(title + " "):
+                soft, hard = line[len(title):].split()[:2]
+                found[name] = ":".join("-1" if value == "unlimited" else value for value in (soft, hard))
+    return ",".join(f"{name}:{found[name]}" for name in LIMITS if name in found)
+
+
+def _context_difference(conn: Any, request: Request) -> str | None:
     """Why the process at the other end of `conn` (SO_PEERCRED) is in
     another security context than this worker, as far as the kernel shows
-    it; None when every field is the same. Deny by default: a field that
-    could not be read on the caller's side is a difference, and so is a
-    caller that ended before it was read (its pid could name another)."""
+    it, or has other resource limits than `request` says; None when every
+    field is the same. Deny by default: a field that could not be read on
+    the caller's side is a difference, and so is a caller that ended before
+    it was read (its pid could name another)."""
     import select
     import socket
 
@@ -1080,7 +1102,18 @@ def _context_difference(conn: Any) -> str | None:
     finally:
         if pidfd >= 0:
             os.close(pidfd)
-    ours = _OWN_CONTEXT if _OWN_CONTEXT is not None else security_context("self")
+    # The worker takes the caller's limits (`_become`): they must be the ones it has.
+    told = {entry[0]: ":".join(entry[1:]) for entry in request.limits}
+    limits = theirs.pop("limits", "(unreadable: missing)")
+    if limits.startswith("("):
+        return f"the caller's resource limits are {limits}"
+    actual = {name: value for name, _, value in (entry.partition(":") for entry in limits.split(",") if entry)}
+    for name in sorted(set(told) | set(actual)):
+        if told.get(name) != actual.get(name):
+            return (f"the caller's {name} ({actual.get(name, 'none')}) is not the one its request gives "
+                    f"({told.get(name, 'none')})")
+    ours = dict(_OWN_CONTEXT if _OWN_CONTEXT is not None else security_context("self"))
+    ours.pop("limits", None)
     for name in sorted(set(ours) | set(theirs)):
         their, own = theirs.get(name, "(unreadable: missing)"), ours.get(name, "(unreadable: missing)")
         if their != own or their.startswith("(unreadable"):

@@ -260,7 +260,7 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
             time.sleep(0.05)
         unchecked = subprocess.Popen(
             [sys.executable, "-c", "import sys; from hills import warm; warm._same_user = lambda conn: True; "
-                                   "warm._context_difference = lambda conn: None; "
+                                   "warm._context_difference = lambda conn, request: None; "
                                    "sys.exit(warm.serve(sys.argv[1], []))", str(socket_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -211,6 +211,47 @@ def test_a_caller_with_fewer_capabilities_is_declined(warm, hill, tmp_path):
     assert (done.code, json.loads(done.out)["status"]) == (cold.code, json.loads(cold.out)["status"]), done.output
 
 
+# A caller with a lower file size limit than its server, which tells the
+# limits it had before ("lie") or the ones it has ("honest").
+LIMITS_PROBE = """\
+import _socket, resource, sys
+from hills import warm
+
+before = warm._limits()
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+assert warm._limits() != before
+if sys.argv[2] == "lie":
+    warm._limits = lambda: before
+for _ in range(2):  # as warm.call does: a spare made for another call says "retry"
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    conn.connect(sys.argv[1])
+    warm._send(conn, warm._request("hills", ["eval", "--help"]), [0, 1, 2])
+    answer = warm._await(conn)
+    conn.close()
+    if not answer.retry:
+        break
+print(answer.code)
+"""
+
+
+def test_a_caller_whose_request_misstates_its_limits_is_declined(warm, hill, tmp_path):
+    folder = submission(tmp_path / "s", {"score.txt": "2"})
+    serving(warm, hill, folder)
+    [socket_path] = warm.glob("*.sock")
+    probe = tmp_path / "probe.py"
+    probe.write_text(LIMITS_PROBE)
+    before = served(warm)
+    lied = real(sys.executable, probe, socket_path, "lie")
+    assert lied.code == 0 and lied.out.strip().splitlines()[-1] == "None", lied.output  # declined: it runs cold
+    [reason] = declined(warm)
+    assert reason == "the caller's RLIMIT_FSIZE (1048576:1048576) is not the one its request gives (-1:-1)", reason
+    assert served(warm) == before
+    # The same caller, telling the limits it has, is served with them.
+    honest = real(sys.executable, probe, socket_path, "honest")
+    assert honest.code == 0 and honest.out.strip().splitlines()[-1] == "0", honest.output
+    assert served(warm) == before + 1 and len(declined(warm)) == 1, log_of(warm)
+
+
 def landlocked(tmp_path, readable):
     """The launcher's JSON for a caller that reads the system, hills, this
     machine's state and project, and `readable`, but nothing else of HOME."""
@@ -250,7 +291,7 @@ def test_without_the_context_check_the_warm_worker_reads_what_the_landlocked_cal
     readable = submission(tmp_path / "s", {"score.txt": "2"})
     secret = submission(Path(os.environ["HOME"]) / "secret", {"score.txt": "42"})
     serving(warm, hill, readable)
-    unchecked = restart_without(warm, "warm._context_difference = lambda conn: None")
+    unchecked = restart_without(warm, "warm._context_difference = lambda conn, request: None")
     try:
         before = served(warm)
         how = dict(landlocked(tmp_path, readable), unreadable=[str(secret / "score.txt")])
