@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 OUTPUT_CAP = 8 * 1024 * 1024
 RESULT_CAP = 64 * 1024 * 1024
 SEAL_KEY_SIZE = 32
+# Variables the evaluator alone may know (the secret seed, seeds.ENV_SECRET):
+# a process given a seal key gets them with it on stdin, never in its
+# environment, which /proc/PID/environ shows to the user's other processes
+# for as long as it lives (a standby waits minutes: docs/standby.md).
+WITHHELD = ("HILLS_SECRET_SEED",)
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: bool | None = None
 
@@ -318,10 +323,13 @@ def start(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stdout_path:
     stdin: int = subprocess.DEVNULL
     if result_pipe:
         res_r, res_w = os.pipe()
-        env = dict(env, HILLS_RESULT_FD=str(res_w))
+        self.key_tail = b"".join(b"\0" + f"{name}={env[name]}".encode("utf-8", "surrogateescape")
+                                 for name in WITHHELD if name in env)
+        env = {name: value for name, value in env.items() if name not in WITHHELD}
+        env["HILLS_RESULT_FD"] = str(res_w)
         pass_fds = (res_w,)
         if not gated:
-            stdin, self.seal_key = _seal_key_pipe()
+            stdin, self.seal_key = _seal_key_pipe(self.key_tail)
         else:
             self.seal_key = os.urandom(SEAL_KEY_SIZE)
             stdin, self.key_w = os.pipe()
@@ -372,6 +380,7 @@ class Started:
         self.pumps: list[_Pump] = []
         self.reader: _ResultReader | None = None
         self.seal_key = b""
+        self.key_tail = b""  # the WITHHELD variables, sent after the key
         self.key_w = -1
         self.stops: _StopSignals | None = None
         self.started = 0.0
@@ -403,7 +412,7 @@ class Started:
                         _kill_group(process)
                         raise
                     try:
-                        os.write(self.key_w, self.seal_key)
+                        os.write(self.key_w, self.seal_key + self.key_tail)
                     except BrokenPipeError:
                         pass  # the child is gone; its exit says why
                     finally:
@@ -473,15 +482,15 @@ def _prepare(prepare: Callable[[], None], stops: _StopSignals) -> None:
         stops.armed = False
 
 
-def _seal_key_pipe() -> tuple[int, bytes]:
-    """A fresh key, and the read end of a pipe holding it, for the child's
-    stdin: the shim reads it before the evaluator is imported, so it is in
-    no argv, no environment and no fd a process the evaluator starts can
-    inherit or open later."""
+def _seal_key_pipe(tail: bytes = b"") -> tuple[int, bytes]:
+    """A fresh key, and the read end of a pipe holding it (and `tail`, the
+    WITHHELD variables), for the child's stdin: the shim reads it before the
+    evaluator is imported, so it is in no argv, no environment and no fd a
+    process the evaluator starts can inherit or open later."""
     seal_key = os.urandom(SEAL_KEY_SIZE)
     key_r, key_w = os.pipe()
     try:
-        os.write(key_w, seal_key)
+        os.write(key_w, seal_key + tail)
     finally:
         os.close(key_w)
     return key_r, seal_key

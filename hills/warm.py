@@ -34,6 +34,25 @@ REPORTED = 60 * 1024  # the largest request a worker sends back for a spare: les
 NAMESPACES = ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup")
 LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_MEMLOCK",
           "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_RSS", "RLIMIT_STACK")
+# The caller's security context as the kernel shows it (docs/warm.md, "When
+# a worker declines"): the lines of /proc/PID/status that say what a process
+# may do, its LSM labels, and its namespaces and cgroup, read by the worker
+# itself; every one must be the worker's own.
+STATUS_FIELDS = ("Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters", "CapInh", "CapPrm", "CapEff",
+                 "CapBnd", "CapAmb")
+LSM_LABELS = ("attr/current", "attr/apparmor/current", "attr/selinux/current", "attr/smack/current")
+# Errors that say the kernel has no such field for any process (an LSM not
+# built in, or none that answers for attr/current): the same error on both
+# sides is the same context. Any other (a read the kernel refused) differs.
+_ABSENT = ("ENOENT", "EINVAL", "EOPNOTSUPP")
+# The names /proc/PID/limits gives the limits a request tells (LIMITS).
+_LIMIT_NAMES = {"Max cpu time": "RLIMIT_CPU", "Max file size": "RLIMIT_FSIZE", "Max data size": "RLIMIT_DATA",
+                "Max stack size": "RLIMIT_STACK", "Max core file size": "RLIMIT_CORE",
+                "Max resident set": "RLIMIT_RSS", "Max processes": "RLIMIT_NPROC", "Max open files": "RLIMIT_NOFILE",
+                "Max locked memory": "RLIMIT_MEMLOCK", "Max address space": "RLIMIT_AS"}
+_SO_PEERPIDFD = 77  # Linux 6.5: a pidfd of the peer, which Python 3.11's socket module does not name
+_PR_SET_DUMPABLE = 4
+_OWN_CONTEXT: dict[str, str] | None = None  # the server's, read once before it forks
 # Variables that decide how the interpreter behaves before a request is
 # read, and so name another server.
 KEYED_PREFIXES = ("PYTHON", "LC_")
@@ -303,7 +322,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     import fcntl
     import socket
 
-    global _LOCK
+    global _LOCK, _OWN_CONTEXT
     lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -315,6 +334,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
     except FileNotFoundError:
         pass
     _preload(modules)
+    _OWN_CONTEXT = security_context("self")
     from . import state
 
     home = state.home()
@@ -364,6 +384,9 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
                     continue
                 server.fork_worker(conn)
                 continue
+            if _stopped(path):  # its spare may have taken the connection that was to wake it
+                reason = "stopped"
+                break
             if not _still_ours(path, inode):
                 reason = "its socket was replaced"
                 break
@@ -401,6 +424,7 @@ class _Server:
         self.reports: dict[int, tuple[int, bytearray]] = {}
         self.last_request: bytes | None = None
         self.spare, self.spare_fd, self.spare_waits = 0, -1, False
+        self.leaving: set[int] = set()  # spares that gave way, ending their standby
         self._ready: list[Any] = []
 
     def wait(self, timeout: float) -> bool:
@@ -444,9 +468,11 @@ class _Server:
             elif not said or b"G" in said:
                 self.last_request = None  # made for nothing, or for another request: not again
                 self.children.add(self.spare)  # reaped with the workers; it is leaving
+                self.leaving.add(self.spare)
                 os.close(self.spare_fd)
                 self.spare, self.spare_fd, self.spare_waits = 0, -1, False
         reap(self.children)
+        self.leaving &= self.children
         return took
 
     def accepting(self) -> bool:
@@ -492,7 +518,10 @@ class _Server:
 
     def end_spare(self) -> None:
         """Stop the spare (it ends its standby and removes its run folder),
-        unless it has just taken a connection."""
+        unless it has just taken a connection; wait for those leaving."""
+        for pid in self.leaving:
+            _wait_for(pid, 10.0)
+        self.leaving.clear()
         if not self.spare:
             return
         said = _read_some(self.spare_fd, block=False)
@@ -765,7 +794,7 @@ def _worker(conn: Any, path: str, report: int = -1) -> None:
     except (OSError, ValueError, StopIteration) as exc:
         _log(path, f"worker {os.getpid()} refused a request: {exc}")
         entry.leave_now(0)
-    reason = _mismatch(request, fds) or _become(request, fds)
+    reason = _mismatch(request, fds) or _context_difference(conn, request) or _become(request, fds)
     if reason is not None:
         _decline(conn, path, reason)
     _run(conn, path, request, forked, report=(report, payload))
@@ -854,6 +883,11 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
     signal.signal(signal.SIGHUP, _stop)
     made = None
     try:
+        # Before any seed is drawn: the caller's shell must not read them
+        # from this process while it waits (docs/standby.md).
+        if not _undumpable():
+            _log(path, f"spare {os.getpid()}: no standby: cannot make its memory unreadable")
+            return
         request = Request(payload.decode("utf-8", "surrogateescape").split("\0"))
         if _mismatch(request, list(request.passed)) or _become(request, None):
             return
@@ -893,7 +927,7 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
         listener.close()
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
-        reason = _mismatch(request, fds)
+        reason = _mismatch(request, fds) or _context_difference(conn, request)
         if reason is not None:
             made.discard()
             _decline(conn, path, reason)
@@ -902,6 +936,10 @@ def _spare(listener: Any, payload: bytes, path: str, notify: int) -> None:
     except _Stopped:
         pass
     finally:
+        # A stop that comes while it cleans up must not cut that short and
+        # leave its run folder: the server waits for it to end.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         if made is not None:
             made.discard()
         entry.leave_now(0)
@@ -963,6 +1001,142 @@ def _mismatch(request: Request, fds: list[int]) -> str | None:
     if request.namespaces != _namespaces():
         return "the caller runs in other namespaces"
     return None
+
+
+def security_context(pid: str) -> dict[str, str]:
+    """What the kernel shows of the security context of process `pid` (or
+    "self") to another process of its user: the status lines that say what
+    it may do (STATUS_FIELDS), its LSM labels (LSM_LABELS), its namespaces
+    and its cgroup. A field that cannot be read holds "(unreadable: ERRNO)",
+    or "(none: ERRNO)" where the kernel has no such field (`_ABSENT`).
+    Read through one folder descriptor, so every read is of one process: one
+    that ended meanwhile reads as unreadable, never as another one."""
+    import errno
+
+    def failed(exc: OSError) -> str:
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        return f"({'none' if name in _ABSENT else 'unreadable'}: {name})"
+
+    context: dict[str, str] = {}
+    try:
+        folder = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:  # gone, or another's: never "none"
+        return {"the process": f"(unreadable: {errno.errorcode.get(exc.errno or 0, str(exc.errno))})"}
+    try:
+        def read(name: str) -> str:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder)
+            try:
+                return os.read(fd, 1 << 16).decode("utf-8", "replace")
+            finally:
+                os.close(fd)
+
+        try:
+            lines = dict(line.partition(":")[::2] for line in read("status").splitlines())
+            for name in STATUS_FIELDS:
+                context[name] = " ".join(lines[name].split()) if name in lines else "(none: missing)"
+        except OSError as exc:
+            context.update((name, failed(exc)) for name in STATUS_FIELDS)
+        for name in LSM_LABELS:
+            try:
+                context[name] = read(name).rstrip("\0\n")
+            except OSError as exc:
+                context[name] = failed(exc)
+        # A link the kernel shows only where the reader may ptrace-read the
+        # process: a Landlock domain (or an LSM) that keeps this process from
+        # its caller makes it unreadable.
+        for name in NAMESPACES:
+            try:
+                context[f"ns/{name}"] = os.readlink(f"ns/{name}", dir_fd=folder)
+            except OSError as exc:
+                context[f"ns/{name}"] = failed(exc)
+        try:
+            context["cgroup"] = read("cgroup")
+        except OSError as exc:
+            context["cgroup"] = failed(exc)
+        try:
+            context["limits"] = _limits_from(read("limits"))
+        except OSError as exc:
+            context["limits"] = failed(exc)
+    finally:
+        os.close(folder)
+    return context
+
+
+def _limits_from(text: str) -> str:
+    """/proc/PID/limits as a request tells them (`_limits`): NAME:SOFT:HARD
+    for each of LIMITS, in its order, -1 for unlimited (RLIM_INFINITY)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        for title, name in _LIMIT_NAMES.items():
+            if line.startswith(title + " "):
+                soft, hard = line[len(title):].split()[:2]
+                found[name] = ":".join("-1" if value == "unlimited" else value for value in (soft, hard))
+    return ",".join(f"{name}:{found[name]}" for name in LIMITS if name in found)
+
+
+def _context_difference(conn: Any, request: Request) -> str | None:
+    """Why the process at the other end of `conn` (SO_PEERCRED) is in
+    another security context than this worker, as far as the kernel shows
+    it, or has other resource limits than `request` says; None when every
+    field is the same. Deny by default: a field that could not be read on
+    the caller's side is a difference, and so is a caller that ended before
+    it was read (its pid could name another)."""
+    import select
+    import socket
+
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    except OSError as exc:
+        return f"cannot tell who the caller is: {exc.strerror}"
+    pid = int.from_bytes(raw[0:4], sys.byteorder, signed=True)
+    if pid <= 0:
+        return "the caller's process is not in the server's PID namespace"
+    try:
+        pidfd = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD)
+    except OSError:
+        pidfd = -1  # before Linux 6.5: the caller waits on its connection, so its pid is its own
+    try:
+        theirs = security_context(str(pid))
+        if pidfd >= 0 and select.select([pidfd], [], [], 0)[0]:
+            return "the caller's process ended before its context was read"
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+    # The worker takes the caller's limits (`_become`): they must be the ones it has.
+    told = {entry[0]: ":".join(entry[1:]) for entry in request.limits}
+    limits = theirs.pop("limits", "(unreadable: missing)")
+    if limits.startswith("("):
+        return f"the caller's resource limits are {limits}"
+    actual = {name: value for name, _, value in (entry.partition(":") for entry in limits.split(",") if entry)}
+    for name in sorted(set(told) | set(actual)):
+        if told.get(name) != actual.get(name):
+            return (f"the caller's {name} ({actual.get(name, 'none')}) is not the one its request gives "
+                    f"({told.get(name, 'none')})")
+    ours = dict(_OWN_CONTEXT if _OWN_CONTEXT is not None else security_context("self"))
+    ours.pop("limits", None)
+    for name in sorted(set(ours) | set(theirs)):
+        their, own = theirs.get(name, "(unreadable: missing)"), ours.get(name, "(unreadable: missing)")
+        if their != own or their.startswith("(unreadable"):
+            return f"the caller's {name} ({_short(their)}) is not the server's ({_short(own)})"
+    return None
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _undumpable() -> bool:
+    """Close this process's memory and /proc files (environ, mem, fd) to
+    other processes of its user, as a spare's must be: it holds its eval's
+    seeds while it waits (root, or CAP_SYS_PTRACE, keeps them). Whether it
+    did; dumpable again only at an exec, which the spare never does."""
+    from . import runner
+
+    try:
+        return runner._prctl(_PR_SET_DUMPABLE, 0) == 0
+    except (OSError, AttributeError, ImportError, TypeError):
+        return False
 
 
 def _become(request: Request, fds: list[int] | None) -> str | None:

@@ -250,7 +250,8 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
         assert attempt() == "None"  # refused: the caller runs its own eval
         assert "refused a connection from another user" in log_of(warm)
         assert served(warm) == 0
-        # The control: a server without the peer check serves the other user.
+        # The control: a server without the peer check (and without the
+        # context check, which also tells another user apart) serves it.
         warm.chmod(0o700)  # as `stop` wants it
         stopped = subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, text=True)
         assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
@@ -259,6 +260,7 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
             time.sleep(0.05)
         unchecked = subprocess.Popen(
             [sys.executable, "-c", "import sys; from hills import warm; warm._same_user = lambda conn: True; "
+                                   "warm._context_difference = lambda conn, request: None; "
                                    "sys.exit(warm.serve(sys.argv[1], []))", str(socket_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
