@@ -174,28 +174,36 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
         ready(path)
     watch = ConfigWatch(state_dir)
     children: dict[int, int] = {}  # pid -> the uid it serves
+    # pid -> the read end of a pipe its process closes once its caller has
+    # the last record: a caller's next request may come before that process
+    # has ended, and must not find its own finished requests holding slots.
+    ends: dict[int, int] = {}
     try:
         while True:
-            _reap(children, layout)
+            _reap(children, ends, layout)
             try:
                 listener.settimeout(1.0)
                 conn, _ = listener.accept()
             except socket.timeout:
                 continue
             try:
-                caller = admit(conn, watch, children)
+                caller = admit(conn, watch, children, answered(ends))
             except HillsError as refusal:
                 refuse_now(conn, refusal)
                 continue
+            read_end, write_end = os.pipe()
             pid = os.fork()
             if pid == 0:
                 listener.close()
+                for fd in (read_end, *ends.values()):
+                    os.close(fd)
                 code = 0
                 try:
-                    code = Handler(conn, layout, caller).handle()
+                    code = Handler(conn, layout, caller, write_end).handle()
                 finally:
                     entry.leave_now(code)
-            children[pid] = caller.uid
+            os.close(write_end)
+            children[pid], ends[pid] = caller.uid, read_end
             conn.close()
     except KeyboardInterrupt:
         return 0
@@ -216,11 +224,14 @@ class Caller:
         self.uid, self.user, self.role, self.config = uid, user, role, config
 
 
-def admit(conn: socket.socket, watch: ConfigWatch, children: dict[int, int]) -> Caller:
+def admit(conn: socket.socket, watch: ConfigWatch, children: dict[int, int],
+          answered: frozenset[int] = frozenset()) -> Caller:
     """The caller of a new connection, or the refusal it gets at once:
     no role, too many connections of its own, or no slot left for its
-    role (admins alone may take the last `admin_reserve`)."""
+    role (admins alone may take the last `admin_reserve`). A connection
+    in `answered` (its caller has the last record) holds no slot."""
     uid, user = peer_user(conn)
+    children = {pid: served for pid, served in children.items() if pid not in answered}
     try:
         config = watch.current()
     except OSError as exc:
@@ -273,7 +284,18 @@ def refuse_now(conn: socket.socket, refusal: HillsError) -> None:
         conn.close()
 
 
-def _reap(children: dict[int, int], layout: "Layout") -> None:
+def answered(ends: dict[int, int]) -> frozenset[int]:
+    """The connections whose caller has its last record: their process
+    closed its end of the pipe, and is only cleaning up."""
+    import select
+
+    if not ends:
+        return frozenset()
+    readable, _, _ = select.select(list(ends.values()), [], [], 0)
+    return frozenset(pid for pid, fd in ends.items() if fd in readable)
+
+
+def _reap(children: dict[int, int], ends: dict[int, int], layout: "Layout") -> None:
     """Forget the connections whose process ended, their share of the
     uploads in flight and what they left in the requests folder."""
     for pid in list(children):
@@ -283,6 +305,8 @@ def _reap(children: dict[int, int], layout: "Layout") -> None:
             done = pid
         if done:
             uid = children.pop(pid)
+            if pid in ends:
+                os.close(ends.pop(pid))
             try:
                 os.unlink(os.path.join(layout.slots, str(uid), f"upload-{pid}"))
             except OSError:
@@ -461,8 +485,9 @@ COMMIT_WAIT_S = 900.0
 class Handler:
     """One connection, in its own process: what the caller asks, and the answer."""
 
-    def __init__(self, sock: socket.socket, layout: Layout, caller: Caller) -> None:
+    def __init__(self, sock: socket.socket, layout: Layout, caller: Caller, answered_fd: int | None = None) -> None:
         self.sock, self.layout, self.caller = sock, layout, caller
+        self.answered_fd = answered_fd  # closed just before the last record: the listener frees the slot
         self.conn = protocol.Connection(sock)
         self.folder: str | None = None
         self.held: list[int] = []  # the evaluator slots this request holds (open, locked files)
@@ -499,7 +524,13 @@ class Handler:
         except OSError:
             pass
 
+    def _answered(self) -> None:
+        if self.answered_fd is not None:
+            os.close(self.answered_fd)
+            self.answered_fd = None
+
     def _error(self, message: str, hint: str | None, code: int) -> None:
+        self._answered()
         if self.conn.peer_gone:
             return
         try:
@@ -617,6 +648,7 @@ class Handler:
         if not self.conn.peer_gone:
             try:
                 self._send_outputs(outputs)
+                self._answered()
                 self.conn.record({"type": "exit", "exit": code})
             except protocol.Closed:
                 pass
