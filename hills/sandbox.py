@@ -45,11 +45,6 @@ def bwrap_binary() -> str | None:
     return _find()[0]
 
 
-def bwrap_source() -> str:
-    """Where the bubblewrap hills looks for is named: HILLS_BWRAP or PATH."""
-    return "HILLS_BWRAP" if os.environ.get("HILLS_BWRAP") else "PATH"
-
-
 def _find() -> tuple[str | None, str | None]:
     """(real path, None) for a trusted bubblewrap, or (None, why not);
     remembered per HILLS_BWRAP and PATH: a handful of stats once a process."""

@@ -52,7 +52,12 @@ def python_for_others() -> tuple[list[str], dict[str, str]] | None:
         return [sys.executable], {"PYTHONPATH": str(REPO_ROOT)}
     system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     if os.path.exists(system) and _traversable(packages + "/x") and _traversable(str(REPO_ROOT / "x")):
-        return [system], {"PYTHONPATH": f"{REPO_ROOT}:{packages}"}
+        # Not PYTHONPATH: a hills command started with it starts again
+        # isolated, without it (hills.startup); the folders go on sys.path
+        # by hand, and `-m MODULE ARGS` runs as it would.
+        boot = (f"import runpy, sys; sys.path[:0] = {[str(REPO_ROOT), packages]!r}; module = sys.argv[2]; "
+                "sys.argv[1:3] = []; runpy.run_module(module, run_name='__main__', alter_sys=True)")
+        return [system, "-c", boot], {}
     return None
 
 

@@ -1,26 +1,16 @@
 """hills eval on the circle-packing example inside the bubblewrap sandbox,
 against the same eval of the same hill files with `sandbox: none`; then the
 same pair where the submission is a solution.py, which the template's
-solution phase runs through hills.sdk (submitted code confined as well)."""
+solution phase runs through hills.sdk (submitted code confined as well).
+Each pair is timed in turns (A B A B), the figure the median of the
+pairwise ratios; the target: a confined eval within 1.3x an unconfined one."""
 
 import json
 import os
-import statistics
-import time
 
-from .common import Sandbox, line
+from .common import Sandbox, compared, interleaved
 
 REPEAT = int(os.environ.get("HILLS_BENCH_REPEAT", "9"))
-def _interleaved(first, second, repeat):
-    """Median wall times of two commands, run alternately so that a busy
-    machine slows both alike."""
-    samples = ([], [])
-    for _ in range(repeat):
-        for function, bucket in ((first, samples[0]), (second, samples[1])):
-            started = time.perf_counter()
-            function()
-            bucket.append(time.perf_counter() - started)
-    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def main():
@@ -59,8 +49,10 @@ def main():
                                      ("sdk-boxed", "sdk-open", "same, solution.py run through hills.sdk")):
             evaluate(first, "bwrap")  # builds each environment once
             evaluate(second, "none")
-            boxed, bare = _interleaved(lambda: evaluate(first, "bwrap"), lambda: evaluate(second, "none"), REPEAT)
-            line(label, boxed, bare, 1.3)
+            # A B A B in one run, the median of the pairwise ratios: the
+            # confined eval against the same hill's files at `sandbox: none`.
+            compared(label, interleaved(lambda: evaluate(second, "none"), lambda: evaluate(first, "bwrap"),
+                                        rounds=REPEAT), 1.3)
 
 if __name__ == "__main__":
     main()
