@@ -45,14 +45,20 @@ def main():
             started = report["isolation"]["started_by"]
             assert started == ({"solution": 1} if name.startswith("sdk-") else {}), (name, report["isolation"])
 
-        for first, second, label in (("boxed", "open", "hills eval circle-packing: bwrap sandbox vs sandbox: none"),
+        for first, second, label in (("boxed", "open", "hills eval circle-packing: bwrap vs sandbox: none"),
                                      ("sdk-boxed", "sdk-open", "same, solution.py run through hills.sdk")):
             evaluate(first, "bwrap")  # builds each environment once
             evaluate(second, "none")
             # A B A B in one run, the median of the pairwise ratios: the
-            # confined eval against the same hill's files at `sandbox: none`.
-            compared(label, interleaved(lambda: evaluate(second, "none"), lambda: evaluate(first, "bwrap"),
-                                        rounds=REPEAT), 1.3)
+            # confined eval against the same hill's files at `sandbox: none`;
+            # warm (the default), then cold, where no warm server's spare,
+            # made for the other hill of the pair, is set aside on each call.
+            for mode, warm in (("", None), (", cold", "off")):
+                if warm:
+                    box.env["HILLS_WARM"] = warm
+                compared(label + mode, interleaved(lambda: evaluate(second, "none"),
+                                                   lambda: evaluate(first, "bwrap"), rounds=REPEAT), 1.3)
+                box.env.pop("HILLS_WARM", None)
 
 if __name__ == "__main__":
     main()
