@@ -76,8 +76,9 @@ def trust_problem(path: str) -> str | None:
     """Why the file at real path `path` may not be the bubblewrap every
     eval's confinement rests on, or None: it must be a regular file owned
     by root that neither its group nor others may write, in folders up to
-    / likewise, so that only root can have put it there or change it (a
-    climber's `bwrap` that runs its argument unconfined passes a probe)."""
+    / owned by root and likewise (or sticky), so that only root can have
+    put it there or change it (a climber's `bwrap` that runs its argument
+    unconfined passes a probe)."""
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -96,7 +97,9 @@ def trust_problem(path: str) -> str | None:
             return f"its folder '{folder}' cannot be read ({exc.strerror})"
         if st.st_uid != 0:
             return f"its folder '{folder}' is owned by uid {st.st_uid}, not by root"
-        if st.st_mode & 0o022:
+        # A sticky folder (/tmp, /nix/store) lets no one but root rename or
+        # remove what root put there.
+        if st.st_mode & 0o022 and not st.st_mode & 0o1000:
             return f"its folder '{folder}' is writable by its group or others"
         parent = os.path.dirname(folder)
         if parent == folder:

@@ -174,13 +174,16 @@ def test_the_control_sandbox_none_runs_the_thief_unconfined_and_says_so(hills_ma
 
 @needs_bwrap
 def test_a_fake_bwrap_in_hills_bwrap_is_refused(hills_made, tmp_path, monkeypatch):
-    fake = fake_bwrap(tmp_path / "mine")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # a folder others may write, not sticky: the file in it could be anyone's
+    fake = fake_bwrap(shared)
     before = logged(hills_made, "acc")
     monkeypatch.setenv("HILLS_BWRAP", str(fake))
     result = hills("eval", thief(tmp_path), "-H", "acc")
     assert result.code == 4, result.output
-    assert f"error: bubblewrap '{fake}' (HILLS_BWRAP) is not trusted: " in result.err
-    assert "writable by its group or others" in result.err, result.err
+    assert f"error: bubblewrap '{fake}' (HILLS_BWRAP) is not trusted: its folder '{shared}' is writable by its " \
+           "group or others" in result.err, result.err
     assert logged(hills_made, "acc") == before
 
 
@@ -200,6 +203,8 @@ def test_a_fake_bwrap_owned_by_the_climber_is_refused(hills_made, tmp_path, monk
 @needs_bwrap
 def test_a_fake_bwrap_first_on_path_is_refused(hills_made, tmp_path, monkeypatch):
     fake = fake_bwrap(tmp_path / "bin")
+    if os.geteuid() == 0:
+        os.chown(fake, 65534, 65534)  # as a climber's own file would be
     monkeypatch.delenv("HILLS_BWRAP", raising=False)
     monkeypatch.setenv("PATH", os.pathsep.join([str(fake.parent), os.environ["PATH"]]))
     assert sandbox.which("bwrap") == str(fake)
@@ -248,6 +253,18 @@ def test_the_trust_rule_itself(tmp_path):
     writable.chmod(0o777)
     if os.geteuid() == 0:
         assert sandbox.trust_problem(str(writable)) == f"'{writable}' is writable by its group or others"
+        # Root's file under a sticky folder (the machine's /tmp) is root's
+        # to change alone; under a folder others may write, it is anyone's.
+        writable.chmod(0o755)
+        sticky, shared = tmp_path / "sticky", tmp_path / "shared"
+        for folder, mode in ((sticky, 0o1777), (shared, 0o777)):
+            folder.mkdir()
+            folder.chmod(mode)
+            (folder / "bwrap").write_text("")
+            (folder / "bwrap").chmod(0o755)
+        assert sandbox.trust_problem(str(sticky / "bwrap")) is None
+        assert sandbox.trust_problem(str(shared / "bwrap")) == (f"its folder '{shared}' is writable by its group "
+                                                                "or others")
 
 
 # -- (d) isolation decides comparability --------------------------------------------
