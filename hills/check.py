@@ -95,6 +95,11 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
         results.append(Result("manifest", "fail", exc.message))
         return results
     results.append(Result("manifest", "ok", f"{spec['name']} {spec['version']}"))
+    from . import sandbox
+
+    # Fail closed, as an eval does: no check of a hill whose evals would be
+    # refused here (exit 4, the reason named), unless it says `sandbox: none`.
+    sandbox.level_for(spec)
 
     problems: list[str] = []
     present: list[str] = []
@@ -183,23 +188,20 @@ def readme_check(hill_dir: str) -> Result:
 
 
 def isolation_check(spec: dict[str, Any], hill_name: str, hill_dir: str, python: str) -> Result:
-    """A warning without bubblewrap: evals still run, and their reports say
-    they were not isolated. A failure when bubblewrap starts but not with
-    the mounts an eval of this hill needs: every eval would be buggy."""
+    """A warning for `sandbox: none`, which the hill's author declared:
+    submitted code runs unconfined. Otherwise bubblewrap is usable (the
+    checks were refused already where it is not), and a failure when it
+    does not start with the mounts an eval of this hill needs: every eval
+    would be buggy."""
     from . import sandbox
 
-    if spec["sandbox"] == "none":
+    if sandbox.level_for(spec) == sandbox.LEVEL_NONE:
         return Result("isolation", "warn", "sandbox: none in hill.yaml: submitted code can read private/ "
                                            "and the machine state")
-    if sandbox.bwrap_works():
-        problem = sandbox.trial(hill_name, hill_dir, python, spec)
-        if problem:
-            return Result("isolation", "fail", problem)
-        return Result("isolation", "ok", "bubblewrap" + ("" if not spec["network"] else ", network allowed"))
-    if spec["sandbox"] == "bwrap":
-        return Result("isolation", "fail", "hill.yaml asks for 'sandbox: bwrap' but bubblewrap is not usable here")
-    return Result("isolation", "warn", "bubblewrap is not installed or not usable: evals run without isolation "
-                                       "(install the Debian package 'bubblewrap')")
+    problem = sandbox.trial(hill_name, hill_dir, python, spec)
+    if problem:
+        return Result("isolation", "fail", problem)
+    return Result("isolation", "ok", "bubblewrap" + ("" if not spec["network"] else ", network allowed"))
 
 
 def run_tests(python: str, hill_dir: str) -> Result:

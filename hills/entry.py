@@ -24,6 +24,12 @@ WARM = frozenset({"eval"})
 
 
 def main() -> None:
+    # Before anything else of hills loads, the warm client included: a
+    # caller's PYTHONPATH, LD_PRELOAD... starts the command again without
+    # them (hills.startup).
+    from . import startup
+
+    startup.start_clean()
     program = os.path.basename(sys.argv[0]) if sys.argv else "hills"
     if program.endswith(".py"):  # python -m hills, or a script by path
         program = "hills"

@@ -1040,6 +1040,9 @@ def resolve(req: EvalRequest) -> EvalPlan:
         assert tree_hash is not None  # a hill without commits was refused above
         spec, corpus = pinned_version(hill, tree_hash, clean=not forced)
     params = resolve_params(spec, req.param_texts)
+    # Fail closed (DESIGN 6.9): without a bubblewrap that confines, no eval
+    # at all, before anything is logged, unless hill.yaml says `sandbox: none`.
+    sandbox.level_for(spec)
     if not os.path.isdir(req.submission):
         raise UsageError(f"submission '{req.submission}' is not a folder",
                          hint="a submission is a folder; pass its path")
@@ -1282,9 +1285,10 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     if runs.cores:
         envelope.update(replicates.aggregate(list(runs.cores)))
     envelope["replicates"] = len(runs.cores)
-    # How the evaluator was confined: recorded, never a reason to compare apart.
+    # How the evaluator was confined: primary config, so an unconfined
+    # report never ranks beside confined ones (rank.primary_tuple).
     envelope["config"] = [c for c in envelope["config"] if c.get("name") != "isolation"] + [
-        {"name": "isolation", "value": ctx.confinement.level, "primary": False}]
+        {"name": "isolation", "value": ctx.confinement.level, "primary": True}]
     # What ran confined, the caps and the caps hit (hills-report(5)).
     envelope["isolation"] = ctx.confinement.record()
     from . import measures, seeds

@@ -117,6 +117,7 @@ def describe(hill: Hill) -> dict[str, Any]:
         "timeout": spec["timeout"],
         "replicates": spec["replicates"],
         "final_budget": spec["final"]["budget"],
+        "sandbox": spec["sandbox"],
         "examples": sorted(e for e in os.listdir(os.path.join(hill.path, "examples"))
                            if not e.startswith(".")) if os.path.isdir(os.path.join(hill.path, "examples")) else [],
         "submission": {

@@ -485,10 +485,13 @@ lowercase letters, digits, `_` and `-`. A second evaluation needing it fails
 with exit status 4, or waits with `--queue`."""),
     Key("sandbox", one_of("auto", "bwrap", "none"), kind="string", default="auto",
         doc="""How the evaluator and the submitted code it starts are isolated:
-`bwrap` confines them with bubblewrap and fails the evaluation (exit status
-4) when it is not usable; `auto` uses bubblewrap when it is usable and
-runs without isolation otherwise; `none` never isolates. The level used is
-recorded in the report's config as `isolation`."""),
+`auto` and `bwrap` confine them with bubblewrap, and refuse the evaluation
+and `hills check` (exit status 4, the reason named) where bubblewrap is
+missing, not owned by root, or cannot build a namespace: submitted code
+never runs unconfined. `none`, the hill author's declaration that it may,
+never isolates; `hills describe` says so. The level used is recorded in
+the report's config as `isolation`, a primary entry: reports made at
+`none` never rank beside confined ones."""),
     Key("network", _BOOLEAN, kind="boolean", default=False,
         doc="""Whether the evaluator and submitted code may reach the network. When
 false, the bubblewrap isolation of `sandbox` gives them none; without

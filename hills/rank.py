@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 
 def primary_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The config entries that decide comparability: the primary ones, and
+    `isolation` whatever its flag (reports made before it was primary say
+    false), so a report made unconfined never ranks beside a confined one."""
     return tuple((c["name"], json.dumps(c.get("value"), sort_keys=True))
-                 for c in report.get("config", []) if c.get("primary"))
+                 for c in report.get("config", []) if c.get("primary") or c.get("name") == "isolation")
 
 
 def param_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -33,8 +33,90 @@ LEVEL_NONE = "none"
 _probe: dict[str, bool] = {}
 
 
+HINT = ("install bubblewrap (Debian package 'bubblewrap'), owned by root; or, where the hill's author accepts "
+        "that submitted code runs unconfined, declare 'sandbox: none' in its hill.yaml")
+_found: dict[tuple[str | None, str | None], tuple[str | None, str | None]] = {}
+
+
 def bwrap_binary() -> str | None:
-    return os.environ.get("HILLS_BWRAP") or which("bwrap")
+    """The bubblewrap hills runs, by its real path: HILLS_BWRAP, else the
+    first `bwrap` on PATH, when it is one only root could have put there
+    (`trust_problem`); None otherwise (`bwrap_problem` says why)."""
+    return _find()[0]
+
+
+def _find() -> tuple[str | None, str | None]:
+    """(real path, None) for a trusted bubblewrap, or (None, why not);
+    remembered per HILLS_BWRAP and PATH: a handful of stats once a process."""
+    named, search = os.environ.get("HILLS_BWRAP") or None, os.environ.get("PATH")
+    key = (named, None if named else search)
+    if key not in _found:
+        _found[key] = _located(named)
+    return _found[key]
+
+
+def _located(named: str | None) -> tuple[str | None, str | None]:
+    if named is None:
+        named = which("bwrap")
+        if named is None:
+            return None, "bubblewrap is not installed: no 'bwrap' on PATH"
+        source = "the first 'bwrap' on PATH"
+    else:
+        if not os.path.exists(named):
+            return None, f"bubblewrap '{named}' (HILLS_BWRAP) does not exist"
+        source = "HILLS_BWRAP"
+    real_path = os.path.realpath(named)
+    problem = trust_problem(real_path)
+    if problem:
+        return None, f"bubblewrap '{named}' ({source}) is not trusted: {problem}"
+    return real_path, None
+
+
+def trust_problem(path: str) -> str | None:
+    """Why the file at real path `path` may not be the bubblewrap every
+    eval's confinement rests on, or None: it must be a regular file owned
+    by root that neither its group nor others may write, in folders up to
+    / owned by root and likewise (or sticky), so that only root can have
+    put it there or change it (a climber's `bwrap` that runs its argument
+    unconfined passes a probe)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"'{path}' cannot be read ({exc.strerror})"
+    if (st.st_mode & 0o170000) != 0o100000:
+        return f"'{path}' is not a regular file"
+    if st.st_uid != 0:
+        return f"'{path}' is owned by uid {st.st_uid}, not by root"
+    if st.st_mode & 0o022:
+        return f"'{path}' is writable by its group or others"
+    folder = os.path.dirname(path)
+    while True:
+        try:
+            st = os.stat(folder)
+        except OSError as exc:
+            return f"its folder '{folder}' cannot be read ({exc.strerror})"
+        if st.st_uid != 0:
+            return f"its folder '{folder}' is owned by uid {st.st_uid}, not by root"
+        # A sticky folder (/tmp, /nix/store) lets no one but root rename or
+        # remove what root put there.
+        if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+            return f"its folder '{folder}' is writable by its group or others"
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def bwrap_problem() -> str | None:
+    """Why submitted code cannot run confined here, or None when it can:
+    no bubblewrap, one not trusted, or one that cannot build a namespace."""
+    binary, problem = _find()
+    if binary is None:
+        return problem
+    if not bwrap_works():
+        return (f"bubblewrap '{binary}' cannot build a namespace here (inside a container or another "
+                "sandbox that forbids user namespaces?)")
+    return None
 
 
 def which(name: str) -> str | None:
@@ -48,7 +130,7 @@ def which(name: str) -> str | None:
 
 
 def bwrap_works() -> bool:
-    """Whether bwrap exists and can build a namespace here (probed once)."""
+    """Whether a trusted bwrap exists and can build a namespace here (probed once)."""
     binary = bwrap_binary()
     if not binary:
         return False
@@ -62,8 +144,11 @@ def probe(binary: str | None) -> bool:
     machine state (test suites call this while they are being collected)."""
     if not binary:
         return False
+    # `true` by its path where it has one: the probe asks about bubblewrap,
+    # not about the caller's PATH.
+    true = next((path for path in ("/usr/bin/true", "/bin/true") if os.access(path, os.X_OK)), "true")
     try:
-        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", true],
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -96,24 +181,23 @@ def _remembered(binary: str) -> dict[str, Any]:
 
 
 def level_for(spec: Mapping[str, Any]) -> str:
-    """The isolation an eval of this hill gets: `bwrap` or `none`."""
-    wanted = spec.get("sandbox", "auto")
-    if wanted == LEVEL_NONE:
+    """The isolation an eval of this hill gets: `none` where its hill.yaml
+    says `sandbox: none`, else `bwrap`, or an EnvironmentProblem (exit 4)
+    naming why bubblewrap cannot confine it here. Fail closed: `auto`, the
+    default, never runs submitted code unconfined."""
+    if spec.get("sandbox", "auto") == LEVEL_NONE:
         return LEVEL_NONE
-    if bwrap_works():
+    problem = bwrap_problem()
+    if problem is None:
         return LEVEL_BWRAP
-    if wanted == LEVEL_BWRAP:
-        raise EnvironmentProblem("hill.yaml asks for 'sandbox: bwrap', but bubblewrap is not usable here",
-                                 hint="install bubblewrap (Debian package 'bubblewrap'), "
-                                      "or set 'sandbox: auto' to run without isolation")
-    return LEVEL_NONE
+    raise EnvironmentProblem(f"{problem}: hills never runs submitted code unconfined "
+                             f"(hill.yaml 'sandbox: {spec.get('sandbox', 'auto')}')", hint=HINT)
 
 
 def _common(network: bool) -> list[str]:
     binary = bwrap_binary()
     if binary is None:
-        raise EnvironmentProblem("bubblewrap (bwrap) is not installed or not on PATH",
-                                 hint="install bubblewrap (Debian package 'bubblewrap'), or set HILLS_BWRAP")
+        raise EnvironmentProblem(_find()[1] or "bubblewrap is not usable here", hint=HINT)
     argv = [binary, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if not network:
@@ -444,8 +528,7 @@ def submission_argv(argv: Sequence[str], *, writable: Iterable[str], readable: I
     processes do not count)."""
     binary = bwrap_binary()
     if binary is None:
-        raise EnvironmentProblem("bubblewrap (bwrap) is not installed or not on PATH",
-                                 hint="install bubblewrap (Debian package 'bubblewrap'), or set HILLS_BWRAP")
+        raise EnvironmentProblem(_find()[1] or "bubblewrap is not usable here", hint=HINT)
     # --as-pid-1: the submitted command itself is the namespace's first
     # process, the child bwrap waits for, so its CPU time and peak memory
     # (and its children's) reach hills.sdk's RUSAGE_CHILDREN (docs/audit.md);
@@ -610,6 +693,11 @@ class Confinement:
                                  "caps_hit": hits}
         if mechanisms:
             entry["processes_by"] = mechanisms[0] if len(mechanisms) == 1 else mechanisms
+        if self.level == LEVEL_BWRAP:
+            entry["bwrap"] = bwrap_binary()
+        from .startup import named_overrides
+
+        entry["overrides"] = named_overrides()
         return entry
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -52,8 +53,28 @@ def python_for_others() -> tuple[list[str], dict[str, str]] | None:
         return [sys.executable], {"PYTHONPATH": str(REPO_ROOT)}
     system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     if os.path.exists(system) and _traversable(packages + "/x") and _traversable(str(REPO_ROOT / "x")):
-        return [system], {"PYTHONPATH": f"{REPO_ROOT}:{packages}"}
+        return [_venv_for_others(system, packages)], {}
     return None
+
+
+def _venv_for_others(system: str, packages: str) -> str:
+    """The interpreter of a venv of `system`, made once in /tmp, whose
+    site-packages names this checkout and `packages` in a .pth file: not
+    PYTHONPATH, which a hills command drops (hills.startup), and which
+    the processes hills starts (tune's trials, a warm server) would lack."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{system}\0{REPO_ROOT}\0{packages}".encode()).hexdigest()[:12]
+    folder = Path("/tmp") / f"hills-others-{digest}"  # where every user can reach it
+    python = folder / "bin" / "python"
+    if not python.exists():
+        subprocess.run([system, "-m", "venv", "--without-pip", str(folder)], check=True, capture_output=True)
+        site = folder / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        (site / "hills-checkout.pth").write_text(f"{REPO_ROOT}\n{packages}\n")
+        for path in [folder, *folder.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    return str(python)
 
 
 def skip_reason() -> str | None:
@@ -239,7 +260,7 @@ def make_hill(service: Service, user: str, name: str, budget: int | None = None,
     project = Path(home_of(user)) / "project"
     extra_env = extra_env or {}
     made = service.shell(user, f"mkdir -p {project} && cd {project} && "
-                               f"{' '.join(service.python)} -m hills new {name}", **extra_env)
+                               f"{shlex.join(service.python)} -m hills new {name}", **extra_env)
     assert made.code == 0, made.err
     hill = project / ".hills" / name
     (hill / "README.md").write_text(f"# {name}\n\nWrite a number in answer.txt; larger is better.\n")

@@ -114,7 +114,7 @@ def test_the_users_sockets_keys_and_project_are_out_of_sight(hills_made, secrets
     isolation = report["isolation"]
     assert isolation["evaluator"] == "bwrap" and isolation["submitted_code"] == "confined"
     assert isolation["runs"] == 1 and isolation["started_by"] == {"sdk": 1} and isolation["caps_hit"] == []
-    assert {"name": "isolation", "value": "bwrap", "primary": False} in report["config"]
+    assert {"name": "isolation", "value": "bwrap", "primary": True} in report["config"]
 
 
 def test_with_the_boundary_off_the_same_attacks_succeed(hills_made, secrets, tmp_path):

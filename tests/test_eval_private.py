@@ -181,5 +181,5 @@ def test_a_sandboxed_evaluator_cannot_change_private_data(module_machine, tmp_pa
     result = hills("eval", submission(tmp_path / "sub", {"a.txt": "1"}), "-H", "guarded")
     assert result.code == 1, result.output
     assert result.report["status"] == "buggy" and "Read-only file system" in result.report["reason"]
-    assert {"name": "isolation", "value": "bwrap", "primary": False} in result.report["config"]
+    assert {"name": "isolation", "value": "bwrap", "primary": True} in result.report["config"]
     assert (guarded / "private" / "x").read_text() == "frozen\n"

@@ -99,8 +99,12 @@ def test_the_declared_commands_are_the_registered_ones():
 def _modules_after(code, cwd=None):
     """The modules a fresh interpreter, importing hills from this checkout,
     holds after running `code`."""
-    script = code + "\nimport json, sys\nsys.__stdout__.write('\\n' + json.dumps(sorted(sys.modules)))\n"
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    # The checkout goes on sys.path by hand, not through PYTHONPATH: no
+    # hills command runs with PYTHONPATH set (hills.startup drops it), and
+    # a gate's verdict depends on the PYTHON* variables.
+    script = (f"import sys\nsys.path.insert(0, {str(REPO_ROOT)!r})\n" + code
+              + "\nimport json, sys\nsys.__stdout__.write('\\n' + json.dumps(sorted(sys.modules)))\n")
+    env = dict(os.environ)
     done = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -139,8 +143,9 @@ def test_a_remembered_recommit_imports_neither_click_nor_yaml(shared_hill):
     note = shared_hill / "notes.txt"
     try:
         # Each gate runs once and is remembered, in the environment of the
-        # measured run below (PYTHONPATH is part of what a gate depends on).
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        # measured run below (the PYTHON* variables are part of what a gate
+        # depends on).
+        env = dict(os.environ)
         for text in ("one\n", "two\n"):
             note.write_text(text)
             assert run_bin("hills", "commit", shared_hill.name, "-m", f"note {text.strip()}", env=env).code == 0

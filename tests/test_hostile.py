@@ -221,7 +221,7 @@ def blocked(result, logged, *words, escape=True):
     assert logged["reason"], logged
     for word in words:
         assert word in logged["reason"], (word, logged["reason"])
-    assert {"name": "isolation", "value": "bwrap", "primary": False} in logged["config"] or logged["status"] == "refused"
+    assert {"name": "isolation", "value": "bwrap", "primary": True} in logged["config"] or logged["status"] == "refused"
     # Every attempt to get out is also in the report's access audit (docs/audit.md).
     if escape and logged["status"] != "refused" and not any(word in " ".join(words) for word in NOT_ESCAPES):
         assert logged["audit"]["suspicious"], logged["audit"]
@@ -675,7 +675,7 @@ verdict()
     assert result.code == 0, result.output
     assert logged["passed"] is True
     assert isinstance(logged["details"]["seen"]["key"], int)
-    assert {"name": "isolation", "value": "none", "primary": False} in logged["config"]
+    assert {"name": "isolation", "value": "none", "primary": True} in logged["config"]
 
 
 # -- the evaluator cannot make hills write for it ------------------------------

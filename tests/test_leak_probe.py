@@ -371,14 +371,18 @@ def test_without_the_boundary_every_way_out_is_named(project, hermetic, monkeypa
     hill_has_no_trace(hill_dir, "wide")
 
 
-def test_without_bubblewrap_the_leak_is_a_warning_too(project, monkeypatch):
+def test_without_bubblewrap_the_check_is_refused(project, monkeypatch):
+    """Fail closed (docs/decisions.md): under `sandbox: auto` without a usable
+    bubblewrap, `hills check` is refused (exit 4, the reason named) as every
+    eval of the hill would be; the probe does not run, and leaves nothing.
+    A leak without the boundary is a warning only for `sandbox: none`
+    (test_without_the_boundary_the_leak_is_a_warning)."""
     monkeypatch.setenv("HILLS_BWRAP", "/nonexistent/bwrap")
-    hill_dir = function_hill("unwrapped", SDK_BODY)
+    function_hill("unwrapped", SDK_BODY)
     checked = check("unwrapped")
-    assert checked.code == 0, checked.output
-    line = probe_line(checked)
-    assert line.split()[0] == "warn", line
-    assert "submitted code read private/labels.json by relative path ../hill/private/labels.json" in line
-    assert "(bubblewrap is not usable here: nothing confines submitted code)" in line
-    assert "hint: install bubblewrap (Debian package 'bubblewrap')\n" in checked.out
-    hill_has_no_trace(hill_dir, "unwrapped")
+    assert checked.code == 4, checked.output
+    assert "error: bubblewrap '/nonexistent/bwrap' (HILLS_BWRAP) does not exist" in checked.err
+    assert "hint: install bubblewrap" in checked.err and "'sandbox: none'" in checked.err
+    assert not [line for line in checked.out.splitlines() if line.split()[1:3] == ["leak", "probe"]], checked.out
+    runs = hills_home() / "runs" / "unwrapped"
+    assert not runs.exists() or not any(runs.iterdir()), list(runs.iterdir())

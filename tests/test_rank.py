@@ -51,7 +51,8 @@ def test_rank_files_orders_and_lists_the_rest_apart(reports):
     assert len(data["groups"]) == 1
     group = data["groups"][0]
     assert group["hill"] == "ranked"
-    assert group["primary"] == [{"name": "mode", "value": "validation"}]
+    # The isolation level is primary too: confined reports rank only with confined ones.
+    assert group["primary"] == [{"name": "mode", "value": "validation"}, {"name": "isolation", "value": "bwrap"}]
     assert group["metric_order"] == [{"name": "total", "direction": "max"}]
     assert [entry["source"] for entry in group["entries"]] == [
         str(reports["three"]), str(reports["two"]), str(reports["one"])]
@@ -68,7 +69,7 @@ def test_rank_human_table(reports):
     result = hills("rank", *(reports[label] for label in ("one", "two", "three", "tampered")))
     assert result.code == 0, result.output
     lines = result.out.splitlines()
-    assert lines[0].startswith("ranked @ ") and "[mode=validation]" in lines[0]
+    assert lines[0].startswith("ranked @ ") and "[mode=validation  isolation=bwrap]" in lines[0]
     assert lines[1].lstrip().startswith("1. PASSED") and "total=3" in lines[1] and " best " in lines[1]
     # Each below the best with its change from it.
     assert "total=2 " in lines[2] and " -1 " in lines[2] and "total=1 " in lines[3] and " -2 " in lines[3]

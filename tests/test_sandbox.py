@@ -14,13 +14,14 @@ import pytest
 
 from conftest import BWRAP_USABLE, needs_bwrap
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, hills_home, last_report, make_hill, on_machine, submission, tree_of
+from eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, make_hill, on_machine, submission,
+                           tree_of)
 from hills import sandbox, sdk
 from hills.errors import EnvironmentProblem
 
 MISSING = "/nonexistent/bwrap"
-ISOLATION_NONE = {"name": "isolation", "value": "none", "primary": False}
-ISOLATION_BWRAP = {"name": "isolation", "value": "bwrap", "primary": False}
+ISOLATION_NONE = {"name": "isolation", "value": "none", "primary": True}
+ISOLATION_BWRAP = {"name": "isolation", "value": "bwrap", "primary": True}
 
 
 @pytest.fixture
@@ -32,14 +33,18 @@ def no_bwrap(monkeypatch):
 # -- the pure parts ----------------------------------------------------------
 
 def test_level_follows_hill_yaml_and_the_machine(monkeypatch):
+    """Fail closed: only `sandbox: none` runs unconfined; `auto` (the
+    default) and `bwrap` without a usable bubblewrap are refused, named."""
     assert sandbox.level_for({"sandbox": "none"}) == "none"
     monkeypatch.setenv("HILLS_BWRAP", MISSING)
     assert sandbox.bwrap_works() is False
-    assert sandbox.level_for({"sandbox": "auto"}) == "none"
-    assert sandbox.level_for({}) == "none"
-    with pytest.raises(EnvironmentProblem) as raised:
-        sandbox.level_for({"sandbox": "bwrap"})
-    assert "bubblewrap" in raised.value.message and "'sandbox: bwrap'" in raised.value.message
+    assert sandbox.level_for({"sandbox": "none"}) == "none"
+    for spec in ({"sandbox": "auto"}, {}, {"sandbox": "bwrap"}):
+        with pytest.raises(EnvironmentProblem) as raised:
+            sandbox.level_for(spec)
+        assert f"bubblewrap '{MISSING}' (HILLS_BWRAP) does not exist" in raised.value.message
+        assert "never runs submitted code unconfined" in raised.value.message
+        assert "'sandbox: none'" in (raised.value.hint or "") and "install bubblewrap" in (raised.value.hint or "")
 
 
 def test_evaluator_argv_hides_the_machine_state_and_keeps_the_hill_read_only():
@@ -223,23 +228,31 @@ def test_default_eval_is_isolated_with_bwrap(plain, scored):
     assert "isolation=bwrap" in result.err
 
 
-def test_without_bwrap_evals_run_unisolated_and_say_so(plain, scored, no_bwrap):
+@needs_bwrap  # the hill is committed with bubblewrap; the eval then runs without
+def test_without_bwrap_an_eval_is_refused_and_nothing_is_logged(plain, scored, no_bwrap):
+    """Fail closed: `sandbox: auto` without bubblewrap refuses the eval
+    (exit 4) before anything is logged, and `hills check` too."""
+    log = attempts_log("plain", tree_of(plain))
+    before = log.read_text() if log.exists() else None
     result = hills("eval", scored, "-H", "plain")
-    assert result.code == 0, result.output
-    assert ISOLATION_NONE in result.report["config"]
-    assert result.report["official"] is True
+    assert result.code == 4, result.output
+    assert f"error: bubblewrap '{MISSING}' (HILLS_BWRAP) does not exist" in result.err
+    assert "hint: install bubblewrap" in result.err and "'sandbox: none'" in result.err
+    assert result.out == ""
+    assert (log.read_text() if log.exists() else None) == before
     checked = hills("check", "plain")
-    assert checked.code == 0, checked.output
-    warn = [line for line in checked.output.splitlines() if line.split()[:2] == ["warn", "isolation"]]
-    assert warn and "bubblewrap" in warn[0], checked.output
+    assert checked.code == 4, checked.output
+    assert f"bubblewrap '{MISSING}' (HILLS_BWRAP) does not exist" in checked.err
 
 
-def test_isolation_is_recorded_but_not_primary(plain, scored, no_bwrap):
-    """Reports of the same submission with and without the sandbox rank together."""
+@needs_bwrap
+def test_isolation_is_primary(plain, scored):
+    """Reports made with and without the sandbox never rank together: the
+    level is primary config (a confined report here, or with `sandbox: none`)."""
     first = hills("eval", scored, "-H", "plain")
-    assert first.code == 0
+    assert first.code == 0, first.output
     config = {c["name"]: c for c in first.report["config"]}
-    assert config["isolation"]["primary"] is False
+    assert config["isolation"]["primary"] is True
 
 
 def test_sandbox_none_runs_unisolated_and_check_warns(bare, scored):
@@ -253,16 +266,16 @@ def test_sandbox_none_runs_unisolated_and_check_warns(bare, scored):
 
 
 def test_sandbox_bwrap_without_bwrap_is_an_environment_problem(strict, scored, no_bwrap):
+    log = attempts_log("strict", tree_of(strict))
+    before = log.read_text() if log.exists() else None
     result = hills("eval", scored, "-H", "strict")
     assert result.code == 4, result.output
-    assert "error:" in result.err and "bubblewrap" in result.err
-    logged = last_report("strict", tree_of(strict))
-    assert logged["status"] == "refused" and "bubblewrap" in logged["reason"]
-    if result.out:  # the report of a refused eval is printed too
-        assert json.loads(result.out)["run_id"] == logged["run_id"]
+    assert "error:" in result.err and "bubblewrap" in result.err and "'sandbox: bwrap'" in result.err
+    # Refused before the attempts log is opened: nothing is logged.
+    assert (log.read_text() if log.exists() else None) == before
     checked = hills("check", "strict")
-    assert checked.code == 1, checked.output
-    assert any(line.split()[:2] == ["FAIL", "isolation"] for line in checked.output.splitlines()), checked.output
+    assert checked.code == 4, checked.output
+    assert "bubblewrap" in checked.err
 
 
 @needs_bwrap

@@ -38,6 +38,7 @@ def render(described: dict) -> None:
         emit(f"- example submissions: {', '.join('examples/' + e for e in described['examples'])} "
              f"(under {described['path']})")
     emit(f"- evaluator: {described['evaluator']} shape, watchdog {described['timeout']}s")
+    emit(_sandbox_line(described.get("sandbox", "auto")))
     emit()
     emit("## Params")
     if not described["params"]:
@@ -54,6 +55,15 @@ def render(described: dict) -> None:
     emit()
     emit("## Task")
     emit(described["readme"].rstrip())
+
+
+def _sandbox_line(level: str) -> str:
+    """What `sandbox:` means for a climber: confined, or declared unconfined."""
+    if level == "none":
+        return ("- sandbox: none (declared by the hill's author: submitted code runs unconfined, and its "
+                "reports rank apart from confined ones)")
+    return (f"- sandbox: {level} (submitted code runs under bubblewrap; without a usable one an eval is "
+            "refused, never run unconfined)")
 
 
 def _param_line(param_name: str, param: dict) -> str:

@@ -211,6 +211,9 @@ def _render_isolation(isolation: dict | None) -> None:
     if hits:
         text += "; cap hit: " + ", ".join(hits)
     say(f"  isolation    {text}")
+    overrides = isolation.get("overrides")
+    if overrides:  # honoured, and able to change the score or the confinement
+        say("  overrides    " + "  ".join(f"{name}={value}" for name, value in sorted(overrides.items())))
 
 
 def __getattr__(name: str) -> object:
