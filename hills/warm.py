@@ -1165,6 +1165,12 @@ def _become(request: Request, fds: list[int] | None) -> str | None:
     os.umask(request.umask)
     os.environ.clear()
     os.environ.update(request.env)
+    # hills' own client sends an environment start_clean already cleaned; a
+    # raw client of the socket must not hand git, uv or the evaluator the
+    # variables that steer an interpreter or the loader either.
+    from . import startup
+
+    startup.scrub(os.environ)
     import time
 
     time.tzset()  # the caller's TZ, for local times (a note's commit date)
