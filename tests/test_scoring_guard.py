@@ -1,0 +1,136 @@
+"""The scoring phase never executes the submission (docs/confinement.md,
+"The scoring phase runs no submitted code"): a naive one-phase evaluator
+that starts the climber's run.py itself, however it starts it, gets a
+buggy eval naming the file and how, never the score run.py forged. Each
+attack has its control: the same hill with the guard switched off
+(evaluate.SCORING_GUARD, a switch only these tests use) gets 1.0."""
+
+import json
+import textwrap
+
+import pytest
+
+from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from eval_fixtures import hills, make_hill, submission
+from hills import commit, evaluate
+from hills.hill import Hill
+
+ANSWER = "the-labels-are-7-7-7\n"
+
+# A naive evaluator: it runs the submission's run.py itself (STARTS is how),
+# then scores the answer.txt run.py left, against the private labels.
+NAIVE = '''
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def eval(submission, *, final=False):
+    submission = Path(submission)
+    os.chdir(submission)
+    try:
+        STARTS
+    except Exception as exc:  # a naive evaluator swallows what went wrong
+        print("ignored:", exc, file=sys.stderr)
+    labels = (HERE / "private" / "labels.json").read_text()
+    got = (submission / "answer.txt").read_text() if (submission / "answer.txt").is_file() else ""
+    return {"passed": True, "metrics": [{"name": "accuracy", "value": 1.0 if got == labels else 0.0,
+                                         "direction": "max"}], "config": []}
+'''
+
+# The climber's run.py: copy the private labels where the scorer reads them.
+THIEF = '''
+import glob, shutil
+for path in glob.glob("../hill/private/labels.json") + glob.glob("../../hill/private/labels.json"):
+    shutil.copy(path, "answer.txt")
+'''
+
+STARTS = {
+    "subprocess of sys.executable": 'subprocess.run([sys.executable, "run.py"], check=True)',
+    "os.system of sys.executable": 'os.system(f"{sys.executable} run.py")',
+    "runpy": '__import__("runpy").run_path("run.py")',
+    "exec of its text": 'exec(open("run.py").read())',
+    "import": 'sys.path.insert(0, str(submission)); __import__("run")',
+    "a shell": 'subprocess.run("cd . && " + sys.executable + " run.py", shell=True)',
+}
+
+
+def naive_hill(name, starts, gate=False):
+    """A hill with the naive evaluator, committed past the gate (as a hill
+    committed before the gate held it, or with the gate switched off)."""
+    source = textwrap.dedent(NAIVE).replace("STARTS", starts)
+    created = hills("new", name, "-t", "circle-packing")
+    assert created.code == 0, created.output
+    from pathlib import Path
+
+    hill_dir = Path(created.out.strip())
+    (hill_dir / "eval.py").write_text(source)
+    from eval_fixtures import TRIVIAL_TEST, hill_yaml
+
+    (hill_dir / "hill.yaml").write_text(hill_yaml(name, timeout=20))
+    (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST)
+    (hill_dir / "private").mkdir(exist_ok=True)
+    (hill_dir / "private" / "labels.json").write_text(ANSWER)
+    commit.commit(Hill(str(hill_dir)), "first", gate=gate)
+    return hill_dir
+
+
+def eval_report(*args):
+    result = hills("eval", *map(str, args))
+    return result, (json.loads(result.out) if result.out.strip() else None)
+
+
+@pytest.mark.parametrize("how", sorted(STARTS))
+def test_the_scoring_phase_cannot_run_the_climbers_run_py(tmp_path, monkeypatch, how):
+    name = "naive-" + "".join(c for c in how if c.isalnum())[:20].lower()
+    naive_hill(name, STARTS[how])
+    sub = submission(tmp_path / "sub", {"run.py": THIEF})
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    result, report = eval_report(sub, "-H", name)
+    # The control: without the guard the attack wins an official 1.0.
+    assert result.code == 0, result.output
+    assert report["metrics"][0]["value"] == 1.0, report
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", True)
+    result, report = eval_report(sub, "-H", name)
+    assert report is not None, result.output
+    assert report["status"] == "buggy", report
+    assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"], report["reason"]
+    assert "submitted code runs only confined" in report["reason"]
+    assert not report.get("metrics") or report["metrics"][0]["value"] != 1.0
+
+
+def test_python3_on_the_evaluators_path_is_the_confined_interpreter(tmp_path):
+    """`os.system("python3 run.py")` is no attack: python3 first on an
+    evaluator's PATH is the confined interpreter, which the guard lets
+    start (it judges its own arguments), and run.py reads nothing."""
+    naive_hill("on-path", 'os.system("python3 run.py")')
+    sub = submission(tmp_path / "sub", {"run.py": THIEF + "open('ran.txt', 'w').write('1')\n"})
+    result, report = eval_report(sub, "-H", "on-path")
+    assert result.code == 0, result.output
+    assert report["status"] == "passing" and report["metrics"][0]["value"] == 0.0
+    assert report["isolation"]["submitted_code"].startswith("confined"), report["isolation"]
+
+
+def test_the_confined_start_of_the_sdk_is_let_through(tmp_path):
+    """hills.sdk.run_submission is where the guard sends submitted code: the
+    same run.py started through it runs (and, confined or not, is recorded
+    as started by hills)."""
+    hill_dir = naive_hill("through-sdk", 'from hills import sdk; sdk.run_submission([sys.executable, "run.py"])')
+    sub = submission(tmp_path / "sub", {"run.py": "open('answer.txt', 'w').write('x')\n"})
+    result, report = eval_report(sub, "-H", "through-sdk")
+    assert result.code == 0, result.output
+    assert report["status"] == "passing"
+    assert hill_dir.is_dir()
+
+
+def test_an_evaluator_reading_the_submissions_files_is_not_stopped(tmp_path):
+    """Reading a file, or handing it to a program as data, is not running it."""
+    naive_hill("reads", 'subprocess.run(["cat", "run.py"], check=True, stdout=subprocess.DEVNULL); '
+                        'compile("x = 1", "<string>", "exec")')
+    sub = submission(tmp_path / "sub", {"run.py": THIEF})
+    result, report = eval_report(sub, "-H", "reads")
+    assert result.code == 0, result.output
+    assert report["status"] == "passing" and report["metrics"][0]["value"] == 0.0
