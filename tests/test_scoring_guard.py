@@ -134,3 +134,100 @@ def test_an_evaluator_reading_the_submissions_files_is_not_stopped(tmp_path):
     result, report = eval_report(sub, "-H", "reads")
     assert result.code == 0, result.output
     assert report["status"] == "passing" and report["metrics"][0]["value"] == 0.0
+
+
+# -- command verifiers ---------------------------------------------------------------
+
+VERIFIER = """\
+#!/usr/bin/env bash
+set -euo pipefail
+{run} || true
+score=0
+if [ -f answer.txt ] && [ "$(cat answer.txt)" = "$(cat problem/private/labels.json)" ]; then score=1; fi
+echo "{{\\"score\\": $score}}" > "$HILLS_RESULT"
+"""
+
+SHELL_THIEF = "cp problem/private/labels.json answer.txt 2>/dev/null || cp ../hill/private/labels.json answer.txt\n"
+
+
+def verifier_hill(name, run, gate=False):
+    created = hills("new", name, "-t", "circle-packing")
+    assert created.code == 0, created.output
+    from pathlib import Path
+
+    from eval_fixtures import TRIVIAL_TEST
+
+    hill_dir = Path(created.out.strip())
+    (hill_dir / "eval.py").unlink()
+    (hill_dir / "verifier.sh").write_text(VERIFIER.format(run=run))
+    (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST.replace("import eval", "import os"))
+    (hill_dir / "private").mkdir()
+    (hill_dir / "private" / "labels.json").write_text(ANSWER)
+    (hill_dir / "hill.yaml").write_text(textwrap.dedent(f"""\
+        spec: 1
+        name: {name}
+        version: 0.1.0
+        evaluator:
+          shape: command
+          entry: [bash, verifier.sh]
+        metrics: [{{name: score, direction: max}}]
+        timeout: 30
+        """))
+    if gate:
+        return hill_dir, hills("commit", name, "-m", "first")
+    commit.commit(Hill(str(hill_dir)), "first", gate=False)
+    return hill_dir, None
+
+
+@pytest.mark.parametrize("run, script", [("bash run.sh", SHELL_THIEF), ("sh ./run.sh", SHELL_THIEF),
+                                         ('"$HILLS_SCORING_PYTHON" run.py', THIEF)])
+def test_a_verifier_cannot_run_the_climbers_script_in_the_scoring_phase(tmp_path, monkeypatch, run, script):
+    name = "v-" + "".join(c for c in run if c.isalnum())[:16].lower()
+    verifier_hill(name, run)
+    sub = submission(tmp_path / "sub", {"run.sh" if run.endswith(".sh") else "run.py": script})
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    result, report = eval_report(sub, "-H", name)
+    assert result.code == 0, result.output
+    assert report["metrics"][0]["value"] == 1, report  # the control: the script stole the labels
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", True)
+    result, report = eval_report(sub, "-H", name)
+    assert report["status"] == "buggy", report
+    assert "the scoring phase tried to run the submission's file 'run." in report["reason"], report["reason"]
+
+
+def test_the_gate_fails_a_verifier_that_runs_a_script_of_the_example_directly(tmp_path):
+    """`./run.sh` is a start no guard sees (the verifier's own bash execs
+    it): the leak probe's payload, put into run.sh, reads private/ from it,
+    and the hill is not committed."""
+    from eval_fixtures import hills_home  # noqa: F401
+
+    hill_dir, committed = verifier_hill("direct", "chmod +x run.sh && ./run.sh", gate=True)
+    assert committed.code == 1, committed.output
+    assert "failed check 'leak probe': submitted code read private/labels.json" in committed.err, committed.err
+    assert "started by the verifier itself" in committed.err
+
+
+def test_the_gate_fails_the_naive_evaluator_whose_example_has_no_run_py(project):
+    """The attack as it was found: the example holds no run.py (the
+    probe once put its payload in solution.py alone, so nothing ran and
+    the hill was committed). Now the probe writes a run.py too, the guard
+    stops the evaluator running it, and the commit fails saying so."""
+    source = textwrap.dedent(NAIVE).replace("STARTS", STARTS["subprocess of sys.executable"])
+    created = hills("new", "gated", "-t", "circle-packing")
+    assert created.code == 0, created.output
+    from pathlib import Path
+
+    from eval_fixtures import TRIVIAL_TEST, hill_yaml
+
+    hill_dir = Path(created.out.strip())
+    assert not (hill_dir / "examples" / "grid" / "run.py").exists()
+    (hill_dir / "eval.py").write_text(source)
+    (hill_dir / "hill.yaml").write_text(hill_yaml("gated", timeout=20))
+    (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST)
+    (hill_dir / "private").mkdir(exist_ok=True)
+    (hill_dir / "private" / "labels.json").write_text(ANSWER)
+    committed = hills("commit", "gated", "-m", "first")
+    assert committed.code == 1, committed.output
+    assert committed.error_lines[0].startswith("error: hill 'gated' failed check 'leak probe': the evaluator ran the "
+                                               "example's code itself: the scoring phase tried to run the "
+                                               "submission's file 'run.py'"), committed.error_lines
