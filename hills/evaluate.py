@@ -545,13 +545,16 @@ exec "$(dirname "$0")/python" "$@"
 # (submitted code, confined, never has it) they only pass through.
 SHELL_WRAPPED = ("bash", "sh", "dash", "zsh")
 SHELL_WRAPPER = """#!/bin/sh
-name=$(basename "$0") here=$(cd "$(dirname "$0")" && pwd -P)
+self=${0%/*} name=${0##*/}
+here=$(cd "$self" && pwd -P)
 real= rest=$PATH
 while [ -n "$rest" ]; do
     folder=${rest%%:*}
     case "$rest" in *:*) rest=${rest#*:} ;; *) rest= ;; esac
-    [ -n "$folder" ] && [ "$(cd "$folder" 2>/dev/null && pwd -P)" != "$here" ] && [ -x "$folder/$name" ] &&
-        { real=$folder/$name; break; }
+    { [ -n "$folder" ] && [ "$folder" != "$self" ] && [ -x "$folder/$name" ]; } || continue
+    [ "$(cd "$folder" && pwd -P)" = "$here" ] && continue
+    real=$folder/$name
+    break
 done
 if [ -z "$real" ]; then echo "$name: command not found" >&2; exit 127; fi
 if [ -n "$HILLS_SCORING_GUARD" ]; then
@@ -566,19 +569,21 @@ if [ -n "$HILLS_SCORING_GUARD" ]; then
         esac
     done
     if [ -n "$script" ] && found=$(realpath -e -- "$script" 2>/dev/null); then
-        record=$(printf '%s\n' "$HILLS_SCORING_GUARD" | sed -n 1p)
-        roots=$(printf '%s\n' "$HILLS_SCORING_GUARD" | sed -n 2p)
-        rest=$roots
-        while [ -n "$rest" ]; do
-            root=${rest%%:*}
-            case "$rest" in *:*) rest=${rest#*:} ;; *) rest= ;; esac
+        nl='
+'
+        record=${HILLS_SCORING_GUARD%%"$nl"*}
+        roots=${HILLS_SCORING_GUARD#*"$nl"}
+        roots=${roots%%"$nl"*}
+        while [ -n "$roots" ]; do
+            root=${roots%%:*}
+            case "$roots" in *:*) roots=${roots#*:} ;; *) roots= ;; esac
             root=$(realpath -e -- "$root" 2>/dev/null) || continue
             case "$found" in
                 "$root"/*)
                     rel=${found#"$root"/}
                     why="the scoring phase tried to run the submission's file '$rel' as the script of '$name'; submitted code runs only confined (hills.sdk.run_submission, \\$HILLS_PYTHON, or the solution phase)"
-                    printf '{"event": "stopped", "how": "as the script of %s", "path": "%s", "reason": "%s"}\n' \
-                        "$name" "$(printf %s "$rel" | sed 's/[\\"]/_/g')" "$(printf %s "$why" | sed 's/[\\"]/_/g')" >> "$record"
+                    printf '{"event": "stopped", "how": "as the script of %s", "path": "%s", "reason": "%s"}\\n' \\
+                        "$name" "$(printf %s "$rel" | tr '\\\\"' '__')" "$(printf %s "$why" | tr '\\\\"' '__')" >> "$record"
                     echo "hills: $why" >&2
                     exit 126 ;;
             esac

@@ -484,11 +484,14 @@ def install(environ: Mapping[str, str] = os.environ) -> Guard | None:
 def chain() -> None:
     """Run the sitecustomize this file shadows, as it would have run
     without the guard (audithook.chain does the same for the audit)."""
-    import importlib.machinery
+    try:  # the import system's own, loaded with every interpreter: importlib.machinery costs 0.4 ms more
+        from _frozen_importlib_external import PathFinder
+    except ImportError:
+        from importlib.machinery import PathFinder
 
     here = os.path.dirname(os.path.abspath(__file__))
     path = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    spec = PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
         return
     module = type(sys)("sitecustomize")

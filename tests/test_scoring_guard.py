@@ -136,6 +136,31 @@ def test_an_evaluator_reading_the_submissions_files_is_not_stopped(tmp_path):
     assert report["status"] == "passing" and report["metrics"][0]["value"] == 0.0
 
 
+# -- the pure parts ------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, expected", [
+    (["python3", "-u", "-X", "dev", "run.py", "data.csv"], ["python3", "run.py"]),
+    (["env", "A=1", "timeout", "-k", "5", "10", "nice", "-n", "3", "python", "run.py"], ["python", "run.py"]),
+    (["uv", "run", "python", "run.py"], ["python", "run.py"]),
+    (["python3", "problem/score.py", "run.py"], ["python3", "problem/score.py"]),
+    (["bash", "-o", "pipefail", "run.sh"], ["bash", "run.sh"]),
+    (["node", "-r", "./hook.js", "main.js"], ["node", "./hook.js", "main.js"]),
+    (["cat", "run.py"], ["cat"]),
+    (["python3", "-m", "pkg.main"], ["python3", "\1pkg/main.py", "\1pkg/main/__main__.py", "\1pkg/main/__init__.py"]),
+])
+def test_the_operands_that_run_as_code(argv, expected):
+    from hills import scoringhook
+
+    assert [what for what, _how in scoringhook.code_of(argv)] == expected
+
+
+def test_a_shell_text_is_read_command_by_command():
+    from hills import scoringhook
+
+    commands = list(scoringhook.shell_commands("cd sub && A=1 python3 run.py > out.txt; cat x | sh < go.sh"))
+    assert commands == [(["cd", "sub"], []), (["python3", "run.py"], []), (["cat", "x"], []), (["sh"], ["go.sh"])]
+
+
 # -- command verifiers ---------------------------------------------------------------
 
 VERIFIER = """\
@@ -180,7 +205,8 @@ def verifier_hill(name, run, gate=False):
 
 
 @pytest.mark.parametrize("run, script", [("bash run.sh", SHELL_THIEF), ("sh ./run.sh", SHELL_THIEF),
-                                         ('"$HILLS_SCORING_PYTHON" run.py', THIEF)])
+                                         ('"$HILLS_SCORING_PYTHON" run.py', THIEF),
+                                         ("\"$HILLCLIMB_PYTHON\" -c 'import run'", THIEF)])
 def test_a_verifier_cannot_run_the_climbers_script_in_the_scoring_phase(tmp_path, monkeypatch, run, script):
     name = "v-" + "".join(c for c in run if c.isalnum())[:16].lower()
     verifier_hill(name, run)
