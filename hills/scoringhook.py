@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 ENV = "HILLS_SCORING_GUARD"
 _WATCHED = frozenset(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", "compile", "exec",
-                      "cpython.run_file"))
+                      "cpython.run_file", "ctypes.dlopen"))
 # Programs whose first operand is a file they run as code, by family: how
 # each is told to run a program text (not a file) and which options take a
 # value. Anything else is judged by its program alone.
@@ -396,6 +396,11 @@ class Guard:
                     path = self.code_file(filename)
                     if path:
                         self.stop(path, "executed as code (import, exec or runpy)")
+            elif event == "ctypes.dlopen":
+                found = self.submission_file(args[0]) if isinstance(args[0], (str, bytes)) and \
+                    ("/" in os.fsdecode(args[0])) else None
+                if found:
+                    self.stop(found, "loaded as a library (ctypes)")
             elif event == "cpython.run_file":
                 found = self.submission_file(args[0])
                 if found:

@@ -96,8 +96,9 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
     # The scoring phase's guard is for its own interpreters, never for the
     # submitted code: that runs confined, free to run its own files.
     if env.get("PYTHONPATH"):
+        guard_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scoring")
         env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep)
-                                            if os.path.basename(p.rstrip("/")) != "scoring")
+                                            if os.path.abspath(p) != guard_dir)
     if config.get("scratch"):
         env["TMPDIR"] = config.get("tmpdir") or config["scratch"]
     if config.get("home"):

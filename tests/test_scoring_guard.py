@@ -11,7 +11,8 @@ import textwrap
 import pytest
 
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, submission
+from eval_fixtures import hills, submission
+from warm_fixtures import warm  # noqa: F401 (a fixture)
 from hills import commit, evaluate
 from hills.hill import Hill
 
@@ -257,3 +258,28 @@ def test_the_gate_fails_the_naive_evaluator_whose_example_has_no_run_py(project)
     assert committed.error_lines[0].startswith("error: hill 'gated' failed check 'leak probe': the evaluator ran the "
                                                "example's code itself: the scoring phase tried to run the "
                                                "submission's file 'run.py'"), committed.error_lines
+
+
+def test_the_guard_holds_served_warm_and_from_a_standby(tmp_path, warm):  # noqa: F811 (warm: a fixture)
+    """The same attack through the real executable, served by a warm
+    server: the first call cold-starts the server, the next ones are served
+    (the last by the standby its spare made); every one is buggy."""
+    from eval_fixtures import real
+    from warm_fixtures import served, wait_for_server
+
+    naive_hill("warm-naive", STARTS["subprocess of sys.executable"])
+    sub = submission(tmp_path / "sub", {"run.py": THIEF})
+    reports = []
+    for call in range(3):
+        done = real("hills", "eval", sub, "-H", "warm-naive")
+        reports.append(json.loads(done.out))
+        if call == 0:
+            wait_for_server(warm)
+        else:
+            import time
+
+            time.sleep(0.5)  # the spare makes its standby between calls, as an agent reading a report lets it
+    assert served(warm) >= 2, "the later calls were not served warm"
+    for report in reports:
+        assert report["status"] == "buggy", report
+        assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"]
