@@ -47,8 +47,6 @@ _LAUNCHERS = ("env", "timeout", "nice", "nohup", "stdbuf", "setsid", "time", "ex
               "taskset", "ionice", "chrt", "unbuffer", "flock", "sudo", "doas", "builtin", "uv", "uvx", "pipx",
               "conda", "poetry", "pdm", "hatch", "npx", "strace", "ltrace", "valgrind", "gdb")
 _SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;", "{", "}", "!"))
-_INDEX_CAP = 5000  # files of the submission whose sizes a content compare knows
-_READ_CAP = 1024 * 1024  # a file larger than this is compared by its bytes as they are
 
 
 def family(program: str) -> str | None:
@@ -199,7 +197,8 @@ class Guard:
         self.forms = tuple({form + "/" for root in roots if root for form in (os.path.abspath(root),
                                                                               os.path.realpath(root))})
         self.wrappers = os.path.realpath(wrappers) if wrappers else ""
-        self.sizes: dict[int, list[str]] | None = None
+        self.sizes: list[tuple[int, str]] | None = None
+        self.texts: dict[str, int] = {}
         self.stamp: list[int] = []
         self.busy = False
 
@@ -251,7 +250,8 @@ class Guard:
                     return found
             return None
         path = os.path.realpath(os.path.join(cwd or os.getcwd(), name))
-        return path if self.under(path) and os.path.isfile(path) else None
+        # A folder too: `python run.py` runs run.py/__main__.py when run.py is one.
+        return path if self.under(path) and os.path.exists(path) else None
 
     def stop(self, path: str, how: str) -> None:
         rel = path
@@ -304,8 +304,12 @@ class Guard:
                     self.stop(found, f"{where} ({how}: {' '.join(words)[:200]})")
 
     def same_content(self, source: bytes) -> str | None:
-        """The submission's file whose content `source` is (as read in
-        binary or text mode), if any."""
+        """The submission's file whose content `source` is, as read in
+        binary mode (the same size) or in text mode (a file with carriage
+        returns, up to twice the size, read once and its text size kept):
+        a compile of a short text reads only short files."""
+        import bisect
+
         stamp = []
         for root in self.roots:
             try:
@@ -313,45 +317,53 @@ class Guard:
             except OSError:
                 stamp.append(0)
         if self.sizes is None or stamp != self.stamp:  # made again once a folder changed (the intake fills it)
-            self.sizes, self.stamp = self.index(), stamp
-        candidates = self.sizes.get(len(source))
-        if not candidates:
-            return None
-        for path in candidates:
+            self.sizes, self.stamp, self.texts = self.index(), stamp, {}
+        files = self.sizes
+        size = len(source)
+        low = bisect.bisect_left(files, (size, ""))
+        high = bisect.bisect_right(files, (2 * size + 1, ""))
+        for file_size, path in files[low:high]:
+            if file_size != size:
+                known = self.texts.get(path)
+                if known is None:
+                    known = self.texts[path] = self.text_size(path)
+                if known != size:
+                    continue
             try:
                 with open(path, "rb") as handle:
-                    data = handle.read(len(source) * 2 + 2)
+                    data = handle.read(2 * size + 2)
             except OSError:
                 continue
             if data == source or data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") == source:
                 return path
         return None
 
-    def index(self) -> dict[int, list[str]]:
-        sizes: dict[int, list[str]] = {}
-        count = 0
+    @staticmethod
+    def text_size(path: str) -> int:
+        """The size of a file as text mode reads it (-1 when it cannot be read)."""
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return -1
+        return len(data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")) if b"\r" in data else len(data)
+
+    def index(self) -> list[tuple[int, str]]:
+        """(size, path) of every regular file of the submission, sorted."""
+        files: list[tuple[int, str]] = []
         for root in self.roots:
-            for current, dirs, files in os.walk(root):
+            for current, dirs, names in os.walk(root):
                 dirs[:] = [name for name in dirs if name != "__pycache__"]
-                for name in files:
+                for name in names:
                     path = os.path.join(current, name)
-                    count += 1
-                    if count > _INDEX_CAP:
-                        return sizes
                     try:
                         info = os.lstat(path)
                     except OSError:
                         continue
-                    if not (info.st_mode & 0o170000 == 0o100000):
-                        continue
-                    sizes.setdefault(info.st_size, []).append(path)
-                    if info.st_size <= _READ_CAP:
-                        with open(path, "rb") as handle:
-                            data = handle.read()
-                        if b"\r" in data:  # read in text mode, its size differs
-                            text = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                            sizes.setdefault(len(text), []).append(path)
-        return sizes
+                    if info.st_mode & 0o170000 == 0o100000:
+                        files.append((info.st_size, path))
+        files.sort()
+        return files
 
     def compiled(self, source: Any, filename: Any) -> None:
         name = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else ""

@@ -283,3 +283,31 @@ def test_the_guard_holds_served_warm_and_from_a_standby(tmp_path, warm):  # noqa
     for report in reports:
         assert report["status"] == "buggy", report
         assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"]
+
+
+# The climber shapes its submission to slip past the guard: run.py as a
+# folder (python runs its __main__.py), carriage returns (text mode reads
+# fewer bytes than the file holds) behind thousands of other files.
+EVASIONS = {
+    "run.py is a folder": ("subprocess of sys.executable", {"run.py/__main__.py": THIEF}),
+    "carriage returns and padding": ("exec of its text", {"run.py": THIEF.replace("\n", "\r\n"),
+                                                          **{f"pad/{i}.txt": "x" * (i % 50) for i in range(3000)}}),
+}
+
+
+@pytest.mark.parametrize("evasion", sorted(EVASIONS))
+def test_a_submission_shaped_to_slip_past_the_guard_is_stopped(tmp_path, monkeypatch, evasion):
+    how, files = EVASIONS[evasion]
+    name = "evade-" + "".join(c for c in evasion if c.isalnum())[:14].lower()
+    naive_hill(name, STARTS[how])
+    sub = tmp_path / "sub"
+    for rel, text in files.items():
+        (sub / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sub / rel).write_bytes(text.encode())
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    result, report = eval_report(sub, "-H", name)
+    assert report["metrics"][0]["value"] == 1.0, report  # the control
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", True)
+    result, report = eval_report(sub, "-H", name)
+    assert report["status"] == "buggy", report
+    assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"], report["reason"]
