@@ -65,14 +65,7 @@ def make_hill(name, eval_source, *, timeout=3, params="", exclusive=None, extra=
     (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST)
     if private:
         write_files(hill_dir / "private", private)
-    # The template's example need not fit the evaluator these tests give the
-    # hill: the gate's rule that an example must not be buggy is
-    # tests/test_cheat_corpus.py's, not these hills'.
-    from hills import corpus
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", False)
-        committed = hills("commit", name, "-m", message)
+    committed = hills("commit", name, "-m", message)
     assert committed.code == 0, committed.output
     return hill_dir
 

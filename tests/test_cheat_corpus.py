@@ -254,7 +254,7 @@ def test_an_example_that_does_not_pass_is_a_warning(project):
     assert "the example does not pass (failing" in line and "so no cheat was tried" in line
 
 
-def test_an_example_that_is_buggy_fails_the_gate(project):
+def test_an_example_that_is_buggy_fails_the_gate(project, buggy_examples_fail):
     """A hill whose own example cannot be scored is not frozen: check
     fails naming the example and why, and so does the commit."""
     body = "score = float((submission / 'score.txt').read_text())\npassed = True\n"
