@@ -400,6 +400,29 @@ def _work() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# Off only in the test suite's hill fixture (tests/eval_fixtures.make_hill),
+# whose hills pair any evaluator with the template's example.
+BUGGY_EXAMPLE_FAILS = True
+
+
+def _placeholder_may_fail(example: str, score: Score) -> bool:
+    """Whether `example` is the placeholder `hills new --from-hillclimb`
+    writes for a problem with no baseline (its solution.py alone, as
+    written): it computes nothing, so the verifier is right to call it
+    buggy, unless the scoring phase was stopped running it."""
+    from .hillclimb import PLACEHOLDER_SOLUTION
+
+    if "the scoring phase tried to run" in (score.reason or ""):
+        return False
+    try:
+        if os.listdir(example) != ["solution.py"]:
+            return False
+        with open(os.path.join(example, "solution.py"), encoding="utf-8") as handle:
+            return handle.read() == PLACEHOLDER_SOLUTION
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Result:
     """The cheat corpus's line of `hills check`."""
     from .probe import example_folder
@@ -412,6 +435,13 @@ def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Resu
         score, outputs = _evaluate(hill_name, hill_dir, example, keep_outputs=True)
         if score.status == "refused":
             return Result(NAME, "warn", f"the example could not be evaluated: {score.reason}")
+        if score.status == "buggy" and BUGGY_EXAMPLE_FAILS and not _placeholder_may_fail(example, score):
+            # A hill whose own example cannot be scored is not one to freeze:
+            # its evaluator is broken, or it ran the example's code where it
+            # must not (the scoring phase's guard stopped it).
+            return Result(NAME, "fail", f"the example '{os.path.relpath(example, hill_dir)}' is buggy: {score.reason}"
+                                        "\n        hint: fix the evaluator or the example until "
+                                        f"'hills eval --current {os.path.relpath(example, hill_dir)}' passes")
         if score.status != "passing":
             # No score to hold the cheats to: the author's example must pass first.
             return Result(NAME, "warn", f"the example does not pass ({score.status}: {score.reason}), so no "

@@ -511,19 +511,86 @@ fi
 exec "$HILLS_REAL_PYTHON" -I "$sdk" "$HILLS_REAL_PYTHON" "$@"
 """
 
-# $HILLCLIMB_PYTHON: confined like $HILLS_PYTHON, except a script of the
-# hill itself, which runs trusted, so that a hillclimb verifier's
-# `exec "$HILLCLIMB_PYTHON" problem/verify.py` scores unchanged.
+# $HILLCLIMB_PYTHON: where the code comes from decides. The verifier's own
+# code (`-c`, `-m` of the hill's environment, a program on standard input,
+# a script of the hill such as `exec "$HILLCLIMB_PYTHON" problem/verify.py`)
+# runs trusted, under the scoring guard of its PYTHONPATH (hills/scoringhook.py),
+# so it may read private/ and write $HILLCLIMB_RESULT; any other script (the
+# candidate's solution.py) runs confined, as under $HILLS_PYTHON.
 HILLCLIMB_WRAPPER = """#!/bin/sh
-case "$1" in
-    ""|-*) ;;
-    *)
-        script=$(realpath -e -- "$1" 2>/dev/null) && hill=$(realpath -e -- "$HILLS_HILL" 2>/dev/null) &&
-        case "$script" in
-            "$hill"/*) exec "$HILLS_REAL_PYTHON" "$@" ;;
-        esac ;;
+skip= script= inline=
+for arg do
+    if [ -n "$skip" ]; then skip=; continue; fi
+    case "$arg" in
+        -X|-W|--check-hash-based-pycs) skip=1 ;;
+        -c*|-m*|-) inline=1; break ;;
+        -*) ;;
+        *) script=$arg; break ;;
+    esac
+done
+if [ -z "$script" ] || [ -n "$inline" ]; then
+    exec "$HILLS_REAL_PYTHON" "$@"
+fi
+real=$(realpath -e -- "$script" 2>/dev/null) && hill=$(realpath -e -- "$HILLS_HILL" 2>/dev/null) &&
+case "$real" in
+    "$hill"/*) exec "$HILLS_REAL_PYTHON" "$@" ;;
 esac
 exec "$(dirname "$0")/python" "$@"
+"""
+
+# The shells first on a command verifier's PATH: a script that is a file
+# of the submission is not run in the scoring phase (the guard of
+# hills/scoringhook.py cannot see into a shell); anything else runs on the
+# shell found after this folder on PATH. Without the guard's variable
+# (submitted code, confined, never has it) they only pass through.
+SHELL_WRAPPED = ("bash", "sh", "dash", "zsh")
+SHELL_WRAPPER = """#!/bin/sh
+self=${0%/*} name=${0##*/}
+here=$(cd "$self" && pwd -P)
+real= rest=$PATH
+while [ -n "$rest" ]; do
+    folder=${rest%%:*}
+    case "$rest" in *:*) rest=${rest#*:} ;; *) rest= ;; esac
+    { [ -n "$folder" ] && [ "$folder" != "$self" ] && [ -x "$folder/$name" ]; } || continue
+    [ "$(cd "$folder" && pwd -P)" = "$here" ] && continue
+    real=$folder/$name
+    break
+done
+if [ -z "$real" ]; then echo "$name: command not found" >&2; exit 127; fi
+if [ -n "$HILLS_SCORING_GUARD" ]; then
+    skip= script=
+    for arg do
+        if [ -n "$skip" ]; then skip=; continue; fi
+        case "$arg" in
+            -c|-s|-i) break ;;
+            -o|+o|-O|+O|--rcfile|--init-file) skip=1 ;;
+            -*|+*) ;;
+            *) script=$arg; break ;;
+        esac
+    done
+    if [ -n "$script" ] && found=$(realpath -e -- "$script" 2>/dev/null); then
+        nl='
+'
+        record=${HILLS_SCORING_GUARD%%"$nl"*}
+        roots=${HILLS_SCORING_GUARD#*"$nl"}
+        roots=${roots%%"$nl"*}
+        while [ -n "$roots" ]; do
+            root=${roots%%:*}
+            case "$roots" in *:*) roots=${roots#*:} ;; *) roots= ;; esac
+            root=$(realpath -e -- "$root" 2>/dev/null) || continue
+            case "$found" in
+                "$root"/*)
+                    rel=${found#"$root"/}
+                    why="the scoring phase tried to run the submission's file '$rel' as the script of '$name'; submitted code runs only confined (hills.sdk.run_submission, \\$HILLS_PYTHON, or the solution phase)"
+                    printf '{"event": "stopped", "how": "as the script of %s", "path": "%s", "reason": "%s"}\\n' \\
+                        "$name" "$(printf %s "$rel" | tr '\\\\"' '__')" "$(printf %s "$why" | tr '\\\\"' '__')" >> "$record"
+                    echo "hills: $why" >&2
+                    exit 126 ;;
+            esac
+        done
+    fi
+fi
+exec "$real" "$@"
 """
 
 
@@ -574,7 +641,13 @@ def _make_sdk(root: str) -> None:
     os.makedirs(os.path.join(staging, "audit"))
     shutil.copy2(os.path.join(os.path.dirname(__file__), "audithook.py"), os.path.join(staging, "audit", "sitecustomize.py"))
     compile_bytecode(os.path.join(staging, "audit"))
-    for name, text in (("python", PYTHON_WRAPPER), ("python3", PYTHON_WRAPPER), ("hillclimb-python", HILLCLIMB_WRAPPER)):
+    # The scoring phase's guard, first on the path of its trusted interpreters.
+    os.makedirs(os.path.join(staging, "scoring"))
+    shutil.copy2(os.path.join(os.path.dirname(__file__), "scoringhook.py"),
+                 os.path.join(staging, "scoring", "sitecustomize.py"))
+    compile_bytecode(os.path.join(staging, "scoring"))
+    for name, text in (("python", PYTHON_WRAPPER), ("python3", PYTHON_WRAPPER), ("hillclimb-python", HILLCLIMB_WRAPPER),
+                       *((shell, SHELL_WRAPPER) for shell in SHELL_WRAPPED)):
         wrapper = os.path.join(staging, "bin", name)
         with open(wrapper, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -913,7 +986,8 @@ def scoring_replicate(ctx: EvalContext, rep: Replicate, outputs_dir: str) -> Rep
     tag = rep.tag
     config = ctx.confinement.submission_config(outputs_dir, _fresh(os.path.join(ctx.run_dir, "scratch-score" + tag)))
     env = dict(rep.env, HILLS_SUBMISSION=outputs_dir, HILLS_OUTPUTS=outputs_dir,
-               HILLS_SUBMISSION_SANDBOX=json.dumps(config), HILLS_SECRET_SEED=str(rep.secret))
+               HILLS_SUBMISSION_SANDBOX=json.dumps(config), HILLS_SECRET_SEED=str(rep.secret),
+               **scoring_guard(ctx, outputs_dir, rep.submission_dir, ctx.source_dir))
     if ctx.spec["evaluator"]["shape"] != "function":
         from . import command
 
@@ -923,6 +997,35 @@ def scoring_replicate(ctx: EvalContext, rep: Replicate, outputs_dir: str) -> Rep
             raise Refused(str(exc))
     hidden = (rep.submission_dir, os.path.join(ctx.run_dir, "scratch" + tag), ctx.source_dir)
     return Replicate(rep.seed, tag, outputs_dir, env, hidden, rep.secret)
+
+
+# Off only in tests, to show an attack the guard stops succeeding without it.
+SCORING_GUARD = True
+
+
+def scoring_guard(ctx: EvalContext, *folders: str) -> dict[str, str]:
+    """The environment that holds every trusted interpreter of the scoring
+    phase to the guard (hills/scoringhook.py): its folder first on
+    PYTHONPATH, the submission's folders and the record of a stop."""
+    from . import scoringhook
+
+    if not SCORING_GUARD:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([os.path.join(ctx.sdk_dir, "scoring"), ctx.sdk_dir]),
+            scoringhook.ENV: scoringhook.value(ctx.confinement.events, folders, os.path.join(ctx.sdk_dir, "bin"))}
+
+
+def scoring_stop(ctx: EvalContext, run: RunResult) -> RunResult:
+    """`run` made buggy when the guard stopped the scoring phase from
+    running a file of the submission, whatever the evaluator did next."""
+    from . import scoringhook
+
+    if not SCORING_GUARD or run.status == "interrupted":
+        return run
+    stops = scoringhook.read_stops(ctx.confinement.events)
+    if not stops:
+        return run
+    return RunResult(run.replicate, run.process, "buggy", stops[0])
 
 
 def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
@@ -1464,6 +1567,7 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
             elif early:
                 assert start is not None
                 start(ctx)  # the solution phase's outcome is logged after its started entry
+            run = scoring_stop(ctx, run)
             duration += run.process.duration_s
             dropped += run.process.output_dropped
             status, reason = run.status, run.reason
@@ -1570,7 +1674,8 @@ def _replicate(ctx: EvalContext, index: int, filled: bool = True) -> Replicate:
         os.mkdir(submission_dir)
     config = ctx.confinement.submission_config(submission_dir, _fresh(os.path.join(ctx.run_dir, "scratch" + tag)))
     env = {"HILLS_SUBMISSION": submission_dir, "HILLS_SPLIT": ctx.split, "HILLS_REPLICATE_SEED": str(seed),
-           "PYTHONPATH": ctx.sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config)}
+           "PYTHONPATH": ctx.sdk_dir, "HILLS_SUBMISSION_SANDBOX": json.dumps(config),
+           **scoring_guard(ctx, submission_dir, ctx.source_dir)}
     if ctx.trial is not None:
         # The knob values: HILLS_KNOBS in every phase, and HILLS_PARAMS too
         # where no solution phase gives that name to the hill's params.

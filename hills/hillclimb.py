@@ -575,7 +575,7 @@ def _two_step_script(problem: dict[str, Any], needs_layout: bool) -> str:
             "trap 'rm -rf ${layouts[@]+\"${layouts[@]}\"}' EXIT",
             "lay_out() {",
             "  local layout",
-            '  layout="$(mktemp -d "$PWD/.hillclimb-problem.XXXXXX")"',
+            '  layout="$(mktemp -d "${2:-$PWD}/.hillclimb-problem.XXXXXX")"',
             '  layouts+=("$layout")',
             f'  "$HILLS_SCORING_PYTHON" "$hill_dir/{LAYOUT_SCRIPT}" "$hill_dir" "$layout" '
             f'"${{HILLS_SPLIT:-validation}}" "$1"',
@@ -602,7 +602,12 @@ def _two_step_script(problem: dict[str, Any], needs_layout: bool) -> str:
         "",
     ]
     if needs_layout:
-        lines += ["lay_out scorer  # a fresh layout: nothing the solution changed in the last one is used", ""]
+        # The scorer's layout lies outside the submission's folder, in the
+        # run folder beside the result: the scoring phase runs no file of
+        # the submission (docs/confinement.md), and a layout inside it
+        # would be one.
+        lines += ['lay_out scorer "$(dirname "$HILLS_RESULT")"  # a fresh layout: nothing the solution changed '
+                  'in the last one is used', ""]
     go = "" if needs_layout else "exec "
     if problem["holdout"]:
         lines += ['if [ "${HILLS_SPLIT:-validation}" = holdout ]; then',

@@ -2,8 +2,9 @@
 submission whose code carries a payload that tries every way out of its
 confinement, and fail the check on each way that worked.
 
-The payload (standard-library Python, prepended to every `.py` file of the
-copy and to the hill's solution script) tries to read every private file
+The payload (standard-library Python, put into every file of the copy
+that could be run, as a shell line in a shell script, and into the names
+evaluators run when the copy lacks them) tries to read every private file
 by relative and absolute path, by walking up and through /proc; to read
 the machine key and list machine state, $HOME and the user's project; to
 write into the hill, private/ and the result; to reach a TCP and a unix
@@ -391,28 +392,72 @@ def insert_payload(text: str, line: str) -> str:
     return "".join(lines[:at]) + line + "".join(lines[at:])
 
 
+# The names evaluators give the file they run, put into the copy when it
+# lacks them: an evaluator that runs `run.py` itself is caught even when
+# the author's example has none.
+RUN_NAMES = ("solution.py", "run.py", "main.py", "run.sh")
+SHELL_SUFFIXES = (".sh", ".bash")
+
+
+def shell_line(line: str) -> str:
+    """The payload as a line of a shell script: the Python line, run by
+    the real interpreter of the eval (the python on PATH may be the
+    confined one, which would hide what the script itself can reach)."""
+    import shlex
+
+    return ('for _hills_py in "$HILLS_REAL_PYTHON" python3 python; do command -v "$_hills_py" >/dev/null 2>&1 && '
+            '{ "$_hills_py" -c ' + shlex.quote(line) + ' >/dev/null 2>&1; break; }; done  # hills check: leak probe\n')
+
+
+def _carries(path: str, name: str) -> str | None:
+    """How the file at `path` runs, if it can: 'python', 'shell', or None."""
+    if name.endswith(".py"):
+        return "python"
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return None
+    if name.endswith(SHELL_SUFFIXES) or (first.startswith(b"#!") and any(
+            shell in first for shell in (b"sh", b"bash", b"dash", b"zsh"))):
+        return "shell"
+    if first.startswith(b"#!") and b"python" in first:
+        return "python"
+    return None
+
+
 def make_example(source: str, target: str, solution: str, line: str) -> Example:
-    """Copy the example `source` to `target` and put the payload at the top
-    of each of its Python files and into the solution file when the copy
-    lacks it."""
+    """Copy the example `source` to `target` and put the payload into every
+    file of it that could be run (each Python file, shell script and file
+    with a shebang), and into the solution file and the names evaluators
+    run (RUN_NAMES) when the copy lacks them."""
     shutil.copytree(source, target, symlinks=True)
     carriers: list[str] = []
     for current, dirs, files in os.walk(target):
         dirs[:] = [name for name in dirs if name != "__pycache__"]
         for name in files:
             path = os.path.join(current, name)
-            if name.endswith(".py") and not os.path.islink(path):
-                with open(path, encoding="utf-8", errors="surrogateescape") as handle:
-                    text = handle.read()
-                with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                    handle.write(insert_payload(text, line))
-                carriers.append(os.path.relpath(path, target))
-    solution_path = os.path.join(target, solution)
-    if not os.path.lexists(solution_path) and solution.endswith(".py"):
-        os.makedirs(os.path.dirname(solution_path), exist_ok=True)
-        with open(solution_path, "w", encoding="utf-8") as handle:
-            handle.write(line)
-        carriers.append(solution)
+            kind = None if os.path.islink(path) else _carries(path, name)
+            if kind is None:
+                continue
+            with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+                text = handle.read()
+            if kind == "python":
+                text = insert_payload(text, line)
+            else:
+                cut = text.index("\n") + 1 if text.startswith("#!") and "\n" in text else 0
+                text = text[:cut] + shell_line(line) + text[cut:]
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(text)
+            carriers.append(os.path.relpath(path, target))
+    for name in dict.fromkeys((solution, *RUN_NAMES)):
+        path = os.path.join(target, name)
+        if os.path.lexists(path) or not name.endswith((".py", *SHELL_SUFFIXES)):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(line if name.endswith(".py") else "#!/bin/sh\n" + shell_line(line))
+        carriers.append(name)
     if not carriers:
         return Example(target, [], f"nowhere to put the payload: the example holds no Python file and the "
                                    f"solution '{solution}' is not one")
@@ -653,7 +698,7 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
                                        solution_name(spec, hill_dir), prefix_line(config))
                 if example.problem:
                     return Result(NAME, "warn", example.problem)
-                problem = _evaluate(hill_dir, example.folder or "", run_dir, check_params(spec))
+                problem, stopped = _evaluate(hill_dir, example.folder or "", run_dir, check_params(spec))
                 reports = collect(token, [findings_dir, tempfile.gettempdir(), os.environ.get("TMPDIR", ""), "/tmp"],
                                   [run_dir, work])
                 extra = listeners.accepted() + kill_leftovers(token)
@@ -664,6 +709,12 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
         shutil.rmtree(work, ignore_errors=True)
     if problem is not None:
         return Result(NAME, "warn", f"the example could not be evaluated: {problem}")
+    if stopped:
+        # The evaluator itself ran a file of the example in the scoring
+        # phase, where nothing confines it: stopped there, and fatal here.
+        return Result(NAME, "fail", f"the evaluator ran the example's code itself: {stopped}"
+                                    "\n        hint: " + (HINT_COMMAND if spec.get("evaluator", {}).get("shape") == "command"
+                                                         else HINT_FUNCTION))
     return verdict(spec, reports, extra, boundary)
 
 
@@ -710,9 +761,11 @@ def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir:
     }
 
 
-def _evaluate(hill_dir: str, submission: str, run_dir: str, params: tuple[str, ...] = ()) -> str | None:
+def _evaluate(hill_dir: str, submission: str, run_dir: str,
+              params: tuple[str, ...] = ()) -> tuple[str | None, str | None]:
     """Evaluate `submission` against the hill's working tree in `run_dir`,
-    through the eval pipeline, unlogged: None, or why it was refused."""
+    through the eval pipeline, unlogged: (why it was refused, or None;
+    why the scoring phase's guard stopped it, or None)."""
     from . import evaluate
     from .errors import HillsError
     from .hill import Hill
@@ -720,10 +773,13 @@ def _evaluate(hill_dir: str, submission: str, run_dir: str, params: tuple[str, .
     request = evaluate.EvalRequest(hill=Hill(hill_dir), submission=submission, current=True, repeat=1,
                                    param_texts=params)
     try:
-        evaluate.evaluate_unlogged(request, run_dir)
+        report = evaluate.evaluate_unlogged(request, run_dir)
     except HillsError as exc:
-        return exc.message
-    return None
+        return exc.message, None
+    reason = report.get("reason")
+    stopped = reason if report.get("status") == "buggy" and isinstance(reason, str) \
+        and reason.startswith("the scoring phase tried to run") else None
+    return None, stopped
 
 
 def _findings(reports: list[dict[str, Any]]) -> Iterator[tuple[str, Finding]]:

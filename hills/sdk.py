@@ -29,6 +29,7 @@ import threading
 import time
 
 ENV_CONFIG = "HILLS_SUBMISSION_SANDBOX"
+ENV_GUARD = "HILLS_SCORING_GUARD"  # hills.scoringhook.ENV
 DEFAULT_MEMORY_MB = 4096
 
 TYPE_CHECKING = False
@@ -90,7 +91,14 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
     memory = (memory_mb if memory_mb is not None else config.get("memory_mb", DEFAULT_MEMORY_MB)) * 1024 * 1024
     caps = dict(config.get("limits") or {})
     # The eval's secret seed is the evaluator's alone (hills-eval(1), FRESH INPUTS).
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_CONFIG, "HILLS_RESULT_FD", "HILLS_SECRET_SEED")}
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_CONFIG, "HILLS_RESULT_FD", "HILLS_SECRET_SEED",
+                                                            ENV_GUARD)}
+    # The scoring phase's guard is for its own interpreters, never for the
+    # submitted code: that runs confined, free to run its own files.
+    if env.get("PYTHONPATH"):
+        guard_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scoring")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep)
+                                            if os.path.abspath(p) != guard_dir)
     if config.get("scratch"):
         env["TMPDIR"] = config.get("tmpdir") or config["scratch"]
     if config.get("home"):
@@ -110,6 +118,11 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
     # Measured here, in the process that starts the submitted code: no
     # clock or counter of its own can move these figures.
     clock = _Clock()
+    # This start is the confined one the scoring guard sends code to: the
+    # guard (in the evaluator's own process) lets it through.
+    guard = getattr(sys, "_hills_scoring_guard", None)
+    if guard is not None:
+        guard.busy = True
     try:
         process = subprocess.Popen(prefix + argv, cwd=cwd, env=env, start_new_session=True,
                                    preexec_fn=_limit(memory, caps, cgroup), pass_fds=audit.pass_fds,
@@ -120,6 +133,9 @@ def run_submission(argv: Sequence[str], *, timeout: float | None = None, memory_
         audit.close()
         watch.clean()
         raise
+    finally:
+        if guard is not None:
+            guard.busy = False
     audit.started()
     watch.start(process)
     try:

@@ -215,6 +215,27 @@ def hermetic(request, tmp_path, monkeypatch, python_bin, uv_cache):
     return machine
 
 
+@pytest.fixture(autouse=True)
+def buggy_examples_warn(request, monkeypatch):
+    """In-process, the gate's rule that a hill's example must not be buggy
+    is off unless a test asks for it (`buggy_examples_fail`): the suite's
+    hills pair many an evaluator with the template's example, which it
+    cannot score. The rule's own tests, and every `hills` run as a
+    subprocess, hold to it."""
+    if "buggy_examples_fail" not in request.fixturenames:
+        from hills import corpus
+
+        monkeypatch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", False)
+
+
+@pytest.fixture
+def buggy_examples_fail():
+    """The gate fails a hill whose example is buggy, as outside the suite."""
+    from hills import corpus
+
+    assert corpus.BUGGY_EXAMPLE_FAILS
+
+
 @pytest.fixture
 def project(hermetic):
     """The user's project folder (empty at first); the cwd of the test."""

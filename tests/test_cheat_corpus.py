@@ -252,3 +252,21 @@ def test_an_example_that_does_not_pass_is_a_warning(project):
     line = corpus_line(checked)
     assert line.split()[:3] == ["warn", "cheat", "corpus"], checked.out
     assert "the example does not pass (failing" in line and "so no cheat was tried" in line
+
+
+def test_an_example_that_is_buggy_fails_the_gate(project, buggy_examples_fail):
+    """A hill whose own example cannot be scored is not frozen: check
+    fails naming the example and why, and so does the commit."""
+    body = "score = float((submission / 'score.txt').read_text())\npassed = True\n"
+    make_hill("buggy-example", {"eval.py": function_eval(body), "hill.yaml": hill_yaml("buggy-example")},
+              example={"answer.txt": "1\n"})
+    checked = check("buggy-example")
+    assert checked.code == 1, checked.output
+    line = corpus_line(checked)
+    assert line.split()[:3] == ["FAIL", "cheat", "corpus"], checked.out
+    assert "the example 'examples/basic' is buggy: eval() raised FileNotFoundError" in line, line
+    assert "hint: fix the evaluator or the example until 'hills eval --current examples/basic' passes" in checked.out
+    committed = hills("commit", "buggy-example", "-m", "first")
+    assert committed.code == 1
+    assert committed.error_lines[0].startswith("error: hill 'buggy-example' failed check 'cheat corpus': the example "
+                                               "'examples/basic' is buggy"), committed.error_lines

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_bin, run_cli, write_files
-from hills import hillclimb, manifest, schema
+from hills import hillclimb, manifest, sandbox, schema
 from hills.errors import UsageError
 from key_fixtures import key_paths, put, wrong_type
 
@@ -430,3 +430,62 @@ def test_problem_defaults_come_from_the_table() -> None:
         if key.name != "metric":
             assert values.get(key.name, schema.ABSENT) == key.default, key.name
     assert values["description"] == hillclimb.DEFAULT_DESCRIPTION and values["verifier"] == hillclimb.DEFAULT_VERIFIER
+
+
+# ---------------------------------------------------------------- the verifier's own code
+
+# Each pattern of scoring code hillclimb verifiers use, and the exact score
+# of the problem's baseline: the verifier's own code (inline -c, a program
+# on standard input, a -m module of the environment) writes the result.
+OWN_CODE = [("inline-scorer", 0.75), ("heredoc-scorer", 0.9375), ("printed-score", 0.666667)]
+
+
+@pytest.mark.parametrize("problem, score", OWN_CODE)
+def test_a_verifiers_own_scoring_code_scores_exactly(project, tmp_path, problem, score):
+    source = FIXTURES / problem
+    assert run_bin("hills", "new", problem, "--from-hillclimb", source).code == 0
+    committed = run_bin("hills", "commit", problem, "-m", "imported")
+    assert committed.code == 0, committed.output
+    example = project / ".hills" / problem / "examples" / "baseline"
+    assert by_hand(tmp_path, source, example, "validation")["score"] == score
+    result, report = eval_json(example, "-H", problem)
+    assert result.code == 0, result.err
+    assert report["status"] == "passing", report.get("reason")
+    assert report["metrics"][0]["value"] == score
+
+
+def test_the_candidate_a_verifier_runs_is_still_confined(project, tmp_path):
+    """`"$HILLCLIMB_PYTHON" "$HILLCLIMB_SOLUTION"`: the candidate runs
+    confined, while the inline scorer after it may write the result."""
+    if not sandbox.bwrap_works():
+        pytest.skip("bubblewrap is not usable here")
+    assert run_bin("hills", "new", "inline", "--from-hillclimb", FIXTURES / "inline-scorer").code == 0
+    hill_dir = project / ".hills" / "inline"
+    write_files(hill_dir / "private", {"secret.txt": "0.9\n"})  # a leak would guess 0.9
+    assert run_bin("hills", "commit", "inline", "-m", "imported").code == 0
+    thief = write_files(tmp_path / "thief", {"solution.py": (
+        "import glob\nfound = glob.glob('problem/private/secret.txt') + glob.glob('../hill/private/secret.txt')\n"
+        "text = ''\nfor path in found:\n    try:\n        text = open(path).read()\n    except OSError:\n        pass\n"
+        "open('guess.txt', 'w').write(text.strip() or '0.0')\n")})
+    result, report = eval_json(thief, "-H", "inline")
+    assert result.code == 0, result.err
+    assert report["status"] == "passing", report.get("reason")
+    assert report["metrics"][0]["value"] == 0.25  # guessed 0.0: private/ was out of its reach
+    assert report["isolation"]["submitted_code"].startswith("confined"), report["isolation"]
+
+
+def test_a_scorer_that_imports_the_candidate_is_stopped(project):
+    """A hill script that imports solution.py into its own, trusted process
+    would run the candidate unconfined: the guard stops it, and the eval is
+    buggy with the reason (such a problem runs the candidate in a `run:`
+    step, as hillclimb's own bin-packing does)."""
+    assert run_bin("hills", "new", "importer", "--from-hillclimb", FIXTURES / "imports-candidate").code == 0
+    example = project / ".hills" / "importer" / "examples" / "baseline"
+    result, report = eval_json(example, "-H", "importer", "--current")
+    assert report["status"] == "buggy", report
+    assert "the submission's file 'solution.py' imported as module 'solution'" in report["reason"], report["reason"]
+    # And the gate holds it back: its example is buggy.
+    committed = run_bin("hills", "commit", "importer", "-m", "imported")
+    assert committed.code == 1, committed.output
+    assert "the example 'examples/baseline' is buggy" in committed.err, committed.err
+    assert "imported as module 'solution'" in committed.err

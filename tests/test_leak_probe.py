@@ -211,8 +211,25 @@ def test_the_listeners_count_connections_themselves(tmp_path):
 # -- naive evaluators fail -------------------------------------------------------
 
 @needs_bwrap
-def test_an_evaluator_running_the_submission_itself_fails_the_probe(project):
+def test_an_evaluator_running_the_submission_itself_fails_the_probe(project, monkeypatch):
+    """The scoring phase's guard stops the start and the probe fails naming
+    it; the control, with the guard off, is the payload's own finding."""
     hill_dir = function_hill("naive", 'subprocess.run([sys.executable, "run.py"], cwd=submission)\n')
+    checked = check("naive")
+    assert checked.code == 1, checked.output
+    line = probe_line(checked)
+    assert line.split()[0] == "FAIL"
+    assert ("the evaluator ran the example's code itself: the scoring phase tried to run the submission's "
+            "file 'run.py' as the script of 'python'") in line
+    assert "hint: start submitted code with hills.sdk.run_submission" in checked.out
+    hill_has_no_trace(hill_dir, "naive")
+    committed = hills("commit", "naive", "-m", "first")
+    assert committed.code == 1
+    assert committed.error_lines[0].startswith("error: hill 'naive' failed check 'leak probe': the evaluator ran "
+                                               "the example's code itself")
+    from hills import evaluate
+
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
     checked = check("naive")
     assert checked.code == 1, checked.output
     line = probe_line(checked)
@@ -232,11 +249,17 @@ def test_an_evaluator_running_the_submission_itself_fails_the_probe(project):
 
 
 @needs_bwrap
-def test_an_evaluator_importing_the_submission_fails_the_probe(project):
+def test_an_evaluator_importing_the_submission_fails_the_probe(project, monkeypatch):
     function_hill("importer", """\
         spec = importlib.util.spec_from_file_location("run", os.path.join(submission, "run.py"))
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
         """)
+    checked = check("importer")
+    assert checked.code == 1, checked.output
+    assert "the scoring phase tried to run the submission's file 'run.py' compiled as code" in probe_line(checked)
+    from hills import evaluate
+
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)  # the control: the payload itself finds the leak
     checked = check("importer")
     assert checked.code == 1, checked.output
     line = probe_line(checked)
@@ -254,6 +277,8 @@ def unconfined(name: str, hill_dir: Path) -> bool:
                                    current=True, repeat=1)
     with probe.probe_run_dir(name) as run_dir:
         report = evaluate.evaluate_unlogged(request, run_dir)
+    if report["status"] == "buggy" and report["reason"].startswith("the scoring phase tried to run"):
+        return True  # it would have: the scoring phase's guard stopped it
     assert report["status"] == "passing", report
     return report["metrics"][0]["value"] == 1
 
@@ -267,7 +292,14 @@ def test_a_verifier_is_held_to_whether_its_submission_ran_unconfined(project, in
         assert leaked  # the base interpreter by its own path: nothing confines it
     checked = check("verifier")
     line = probe_line(checked)
-    if leaked:
+    if interpreter == sys.executable:
+        # A trusted interpreter holds the scoring phase's guard: the start is stopped.
+        assert checked.code == 1, checked.output
+        assert line.split()[0] == "FAIL"
+        assert ("the evaluator ran the example's code itself: the scoring phase tried to run the submission's "
+                "file 'solution.py' as the script of a trusted interpreter") in line, line
+        assert 'hint: start submitted code with "$HILLS_PYTHON"' in checked.out
+    elif leaked:
         assert checked.code == 1, checked.output
         assert line.split()[0] == "FAIL"
         assert "submitted code read private/labels.json by relative path problem/private/labels.json" in line
@@ -314,13 +346,30 @@ def test_the_templates_pass_the_probe(project, template):
     assert cheats.rstrip().endswith(f"cheats tried, none got through; corpus v{corpus.VERSION}"), cheats
 
 
-def test_an_example_without_code_says_where_the_payload_could_not_go(project):
+def test_an_example_without_code_still_carries_the_payload(project):
+    """The payload goes into the names evaluators run when the example
+    lacks them: here the solution phase's solve.sh, a shell script."""
     function_hill("no-code", SDK_BODY, extra="solution:\n  run: [bash, solve.sh]\n  when: solve.sh\n"
                                              "  outputs: [answer.txt]\n", example={"answer.txt": "1\n"})
     checked = check("no-code")
     line = probe_line(checked)
-    assert line.split()[0] == "warn"
-    assert "nowhere to put the payload: the example holds no Python file and the solution 'solve.sh'" in line
+    assert line.split()[:3] == ["ok", "leak", "probe"], line
+    assert "paths tried, none reached" in line
+
+
+def test_every_file_that_could_run_carries_the_payload(tmp_path):
+    source = tmp_path / "example"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "__init__.py").write_text("")
+    (source / "go.sh").write_text("echo hi\n")
+    (source / "tool").write_text("#!/usr/bin/env bash\necho tool\n")
+    (source / "data.csv").write_text("1,2\n")
+    example = probe.make_example(str(source), str(tmp_path / "copy"), "solution.py", "LINE\n")
+    assert example.carriers == sorted(["pkg/__init__.py", "go.sh", "tool", "solution.py", "run.py", "main.py",
+                                       "run.sh"])
+    assert (tmp_path / "copy" / "tool").read_text().startswith("#!/usr/bin/env bash\nfor _hills_py in")
+    assert (tmp_path / "copy" / "data.csv").read_text() == "1,2\n"
+    assert (tmp_path / "copy" / "run.py").read_text() == "LINE\n"
 
 
 # -- the boundary off ------------------------------------------------------------------

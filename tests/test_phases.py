@@ -280,7 +280,7 @@ def test_hillclimb_python_trusts_a_script_of_the_hill_only(tmp_path):
 
 
 @needs_bwrap
-def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path):
+def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path, monkeypatch):
     """The confined interpreter runs the sdk as a file: a hills/sdk.py in the
     submission, the folder the verifier runs in, is never imported."""
     command_hill("shadow", '"$HILLS_PYTHON" solution.py')
@@ -290,8 +290,16 @@ def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path):
     result, report = eval_report(sub, "-H", "shadow")
     assert result.code == 0, result.output
     assert report["metrics"][0]["value"] == 0.0
-    # The control: started as a module from that folder, the planted sdk runs unconfined.
+    # Started as a module from that folder by the trusted interpreter, the
+    # planted sdk is stopped by the scoring phase's guard...
     command_hill("shadowed", '"$HILLS_SCORING_PYTHON" -m hills.sdk python3 solution.py')
+    result, report = eval_report(sub, "-H", "shadowed")
+    assert result.code == 1 and report["status"] == "buggy", result.output
+    assert "the submission's file 'hills/__init__.py' imported as module 'hills'" in report["reason"]
+    # ...and the control: without the guard it runs unconfined.
+    from hills import evaluate
+
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
     result, report = eval_report(sub, "-H", "shadowed")
     assert result.code == 0, result.output
     assert report["metrics"][0]["value"] == 1.0
