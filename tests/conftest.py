@@ -215,25 +215,26 @@ def hermetic(request, tmp_path, monkeypatch, python_bin, uv_cache):
     return machine
 
 
-@pytest.fixture(autouse=True)
-def buggy_examples_warn(request, monkeypatch):
+@pytest.fixture(scope="session", autouse=True)
+def buggy_examples_warn():
     """In-process, the gate's rule that a hill's example must not be buggy
     is off unless a test asks for it (`buggy_examples_fail`): the suite's
-    hills pair many an evaluator with the template's example, which it
-    cannot score. The rule's own tests, and every `hills` run as a
-    subprocess, hold to it."""
-    if "buggy_examples_fail" not in request.fixturenames:
-        from hills import corpus
+    hills, module-scoped ones among them, pair many an evaluator with the
+    template's example, which it cannot score. The rule's own tests, and
+    every `hills` run as a subprocess, hold to it."""
+    from hills import corpus
 
-        monkeypatch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", False)
+        yield
 
 
 @pytest.fixture
-def buggy_examples_fail():
+def buggy_examples_fail(monkeypatch):
     """The gate fails a hill whose example is buggy, as outside the suite."""
     from hills import corpus
 
-    assert corpus.BUGGY_EXAMPLE_FAILS
+    monkeypatch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", True)
 
 
 @pytest.fixture
