@@ -6,6 +6,7 @@ notes. docs/cluster.md has the design and the threat model."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -16,7 +17,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import chain, entry, evaluate, report as report_module, signing, snapshot, startup, state, trust
@@ -81,6 +82,34 @@ def _reachable(address: str) -> None:
         raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': nothing answers there ({exc})",
                                  hint="start its head with 'ray start --head --port PORT' on that machine, "
                                       "and pass the address it prints") from None
+
+
+# Whether the head joins the cluster from '/' (a switch only the tests turn off).
+NO_DRIVER_PATHS = True
+
+
+@contextlib.contextmanager
+def _no_driver_paths() -> Iterator[None]:
+    """ray.init gives every worker of this job its driver's current folder
+    (and the script's folder, when on sys.path) at the front of sys.path:
+    a node worker the head starts would import `hills` itself, or any
+    module not yet imported, from wherever the head's caller ran `hills
+    eval`. So the head joins from '/', which only root may write, with
+    the script's folder out of sys.path for that call."""
+    if not NO_DRIVER_PATHS:
+        yield
+        return
+    import sys
+
+    saved_cwd, saved_path = os.getcwd(), list(sys.path)
+    script = os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else None
+    os.chdir("/")
+    sys.path[:] = [folder for folder in sys.path if folder != script]
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
 
 
 def import_ray() -> Any:
@@ -184,7 +213,8 @@ class Session:
         try:
             import logging
 
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace=NAMESPACE)
+            with _no_driver_paths():
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace=NAMESPACE)
         except (ConnectionError, RuntimeError) as exc:  # RuntimeError: a cluster of another Ray or Python version
             raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': {exc}",
                                      hint="start one with 'ray start --head --port 6379' and pass "

@@ -434,3 +434,53 @@ def test_a_confined_evaluator_reads_its_private_data_on_a_node_and_submitted_cod
     assert accuracy(thief.report) == 0.0 and verified_at_the_head(thief.report).signer == "node-1"
     node_copy = head.node_home / "cluster" / "hills" / tree_of(hills["acc"]) / ".hills" / "acc"
     assert json.loads((node_copy / "private" / "labels.json").read_text()) == LABELS  # the labels were there
+
+
+# Run as the head: `hills eval ...` with the switches of hills.cluster
+# named in argv[1] set first (the control); from a `python -c`, whose
+# sys.path starts with the current folder, as a script's starts with its own.
+SWITCHED_HEAD = ("import json, sys; from hills import cluster, entry\n"
+                 "for name, value in json.loads(sys.argv[1]).items(): setattr(cluster, name, value)\n"
+                 "sys.argv = ['hills'] + sys.argv[2:]; entry.main()\n")
+
+
+@needs_ray
+def test_the_folder_the_head_runs_in_is_not_on_a_node_workers_path(ray_cluster, tmp_path):
+    """Ray puts its driver's current folder at the front of its workers'
+    sys.path: a `hills/` package there would be the node's hills. Here it
+    is a transparent one that notes each process it is imported into."""
+    from ray_head import LOOPBACK
+
+    head, hills = ray_cluster
+    real = Path(sandbox.__file__).resolve().parent
+    here, marker = tmp_path / "project", tmp_path / "imported.txt"
+    (here / "hills").mkdir(parents=True)
+    (here / "hills" / "__init__.py").write_text(
+        f"import os\nwith open({str(marker)!r}, 'a') as handle:\n    handle.write(str(os.getpid()) + '\\n')\n"
+        f"__path__[:] = [{str(real)!r}]\nexec(open({str(real / '__init__.py')!r}).read())\n")
+    honest = submission(tmp_path / "honest", {"solution.py": HONEST})
+    env = dict(os.environ, **LOOPBACK)
+
+    def head_eval(switches):
+        node_workers(head, slots=0)  # the head starts the node workers, in its own job
+        before = head_log(hills["acc"], "acc")
+        done = subprocess.run([sys.executable, "-c", SWITCHED_HEAD, json.dumps(switches), "eval", str(honest),
+                               "-H", "acc", "--on", head.address, "--json"], cwd=here, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert accuracy(json.loads(done.stdout)) == 0.5
+        [logged] = [entry for entry in head_log(hills["acc"], "acc")[len(before):] if "report" in entry]
+        return logged["node"]["pid"]
+
+    try:
+        worker = head_eval({})
+        imported = marker.read_text().split() if marker.exists() else []
+        # The precondition: the head itself, started from that folder, imported it.
+        assert imported, "the head did not import the package in its folder"
+        assert str(worker) not in imported, "the node worker imported the package in the head's folder"
+        # The control: joining from its own folder, the head gives it to the node worker.
+        marker.unlink()
+        worker = head_eval({"NO_DRIVER_PATHS": False})
+        assert str(worker) in marker.read_text().split(), (worker, marker.read_text())
+    finally:
+        node_workers(head, slots=0)
