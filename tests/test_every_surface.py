@@ -159,7 +159,8 @@ def write_naive_hill(service: Service, user: str, name: str) -> Path:
 
     project = Path(home_of(user)) / "project"
     made = service.shell(user, f"mkdir -p {project} && cd {project} && "
-                               f"{shlex.join(service.python)} -m hills new {name} -t circle-packing", HILLS_SERVICE="off")
+                               f"{shlex.join(service.python)} -m hills new {name} -t circle-packing",
+                         HILLS_SERVICE="off")
     assert made.code == 0, made.err
     hill = project / ".hills" / name
     (hill / "eval.py").write_text(textwrap.dedent(NAIVE).replace("STARTS", STARTS["subprocess of sys.executable"]))
@@ -329,6 +330,7 @@ def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
     try:
         node_workers(head, slots=0)  # the head starts plain ones
         result = eval_on(head, folder, "naive")
+        assert result.code != 0, result.output
         [report] = [json.loads(line) for line in result.out.splitlines() if line.strip()]
         assert verified_at_the_head(report).signer == "node-1", report
         assert report["status"] == "buggy", report
