@@ -6,6 +6,7 @@ notes. docs/cluster.md has the design and the threat model."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -16,10 +17,10 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from . import chain, entry, evaluate, report as report_module, signing, snapshot, state, trust
+from . import chain, entry, evaluate, report as report_module, signing, snapshot, startup, state, trust
 from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError,
                      NotScored, UsageError)
 from .hill import Hill
@@ -37,6 +38,9 @@ NAMESPACE = "hills"
 # it counts the eval as lost (one Ray cannot place yet is waited for, as a
 # task would wait for a free CPU).
 CLAIM_S = 30.0
+# Whether a node worker refuses to sign when it started with a variable
+# that steers its interpreter (a switch only the tests turn off).
+STARTED_CLEAN = True
 
 
 def idle_seconds() -> float:
@@ -78,6 +82,34 @@ def _reachable(address: str) -> None:
         raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': nothing answers there ({exc})",
                                  hint="start its head with 'ray start --head --port PORT' on that machine, "
                                       "and pass the address it prints") from None
+
+
+# Whether the head joins the cluster from '/' (a switch only the tests turn off).
+NO_DRIVER_PATHS = True
+
+
+@contextlib.contextmanager
+def _no_driver_paths() -> Iterator[None]:
+    """ray.init gives every worker of this job its driver's current folder
+    (and the script's folder, when on sys.path) at the front of sys.path:
+    a node worker the head starts would import `hills` itself, or any
+    module not yet imported, from wherever the head's caller ran `hills
+    eval`. So the head joins from '/', which only root may write, with
+    the script's folder out of sys.path for that call."""
+    if not NO_DRIVER_PATHS:
+        yield
+        return
+    import sys
+
+    saved_cwd, saved_path = os.getcwd(), list(sys.path)
+    script = os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else None
+    os.chdir("/")
+    sys.path[:] = [folder for folder in sys.path if folder != script]
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
 
 
 def import_ray() -> Any:
@@ -181,7 +213,8 @@ class Session:
         try:
             import logging
 
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace=NAMESPACE)
+            with _no_driver_paths():
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace=NAMESPACE)
         except (ConnectionError, RuntimeError) as exc:  # RuntimeError: a cluster of another Ray or Python version
             raise EnvironmentProblem(f"cannot join the Ray cluster at '{address}': {exc}",
                                      hint="start one with 'ray start --head --port 6379' and pass "
@@ -588,6 +621,15 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
                          "of its own, so it needs machine state of its own",
                 "hint": "start the node's Ray with another HILLS_HOME, e.g. HILLS_HOME=~/.autolab/hills-node "
                         "ray start --address HEAD:PORT"}
+    steered = _steered()
+    if steered:
+        return {"node": node, "exit_code": EXIT_ENVIRONMENT,
+                "error": f"the node's Ray worker started with {', '.join(steered)} in its environment: its "
+                         "interpreter, which would sign the report, ran under what they name, so this node "
+                         "signs none",
+                "hint": "start the node's Ray without them (unset them before 'ray start', and in the "
+                        "runtime_env of any job that starts hills' node workers), then stop the node workers: "
+                        "python -m hills.cluster stop ray://HEAD:PORT"}
     from . import ed25519
     from .hill import resolve
 
@@ -615,6 +657,26 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
             shutil.rmtree(work, ignore_errors=True)
     return {"node": node, "report": outcome.report, "exit_code": outcome.exit_code, "error": outcome.message,
             "hint": outcome.hint}
+
+
+def _steered() -> list[str]:
+    """The variables this node worker started with that would steer the
+    interpreter or the loader (hills.startup), or that only hills sets for
+    an eval's own processes: deny by default, as a top-level command does.
+    A command can start again clean; a Ray worker cannot, and it signs in
+    its own process, so it refuses. Read from /proc/self/environ, the
+    environment the process started with, which a `sitecustomize` that
+    deletes its own PYTHONPATH from os.environ does not change (Ray's own
+    in-process settings, PYTHONBREAKPOINT, are not in it either)."""
+    if not STARTED_CLEAN:
+        return []
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            names = [item.split(b"=", 1)[0].decode("utf-8", "replace") for item in handle.read().split(b"\0")
+                     if item]
+    except OSError:
+        names = list(os.environ)
+    return sorted(set(startup.steering(names)) | set(startup.internal(names)))
 
 
 def cached_hill(hill_name: str, tree_hash: str, fetch: Callable[[], bytes]) -> str:

@@ -588,7 +588,15 @@ class Confinement:
         self.run_dir = run_dir
         self.run_hill_dir = run_hill_dir
         self.hill_dir = hill_dir
+        public = list(public)
         self.readable = [env_dir, sdk_dir]
+        # The hill's private data and blobs, which the run folder links to,
+        # for the evaluator alone: where the hill itself lies in machine
+        # state (a Ray node's copy, HILLS_HOME/cluster/hills), the tmpfs over
+        # machine state would hide them from the one process that must read them.
+        inside = real(home) + os.sep
+        self.hill_data = [path for path in [os.path.join(hill_dir, "private"), *public]
+                          if real(path).startswith(inside) and os.path.exists(path)]
         # What submitted code may read of the hill: its committed files (the
         # link to private/ in there then leads nowhere) and the blobs.
         self.public = [run_hill_dir] + list(public)
@@ -608,7 +616,8 @@ class Confinement:
         if self.level != LEVEL_BWRAP:
             return list(argv)
         wrapped = evaluator_argv(argv, home=self.home, run_dir=self.run_dir, run_hill_dir=self.run_hill_dir,
-                                 readable=self.readable, network=self.network, cwd=cwd, hidden=self.elsewhere,
+                                 readable=self.readable + self.hill_data, network=self.network, cwd=cwd,
+                                 hidden=self.elsewhere,
                                  covered=hide, devices=gpu_devices() if self.gpu else ())
         cgroup = self.pids_cgroup()
         if cgroup:

@@ -108,9 +108,15 @@ def inside_project(hermetic, monkeypatch):
 @contextlib.contextmanager
 def on_machine(machine):
     """Apply a conftest Machine's environment and cwd for a module-scoped fixture."""
+    from hills import corpus
+
     with pytest.MonkeyPatch.context() as patch:
         machine.apply(patch)
         patch.chdir(machine.project)
+        # A module's hills are committed before any test's autouse fixtures
+        # run: the buggy-example rule is off for them as it is for a test's
+        # (tests/conftest.py), unless a test asks for it.
+        patch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", False)
         yield
 
 
