@@ -29,7 +29,9 @@ def main() -> None:
     # them (hills.startup).
     from . import startup
 
-    startup.start_clean()
+    unclean = startup.start_clean()
+    if unclean is not None:
+        sys.exit(unclean)
     program = os.path.basename(sys.argv[0]) if sys.argv else "hills"
     if program.endswith(".py"):  # python -m hills, or a script by path
         program = "hills"

@@ -68,27 +68,27 @@ def internal(names: Iterable[str]) -> list[str]:
     return [name for name in names if name in INTERNAL or name.startswith(INTERNAL_PREFIXES)]
 
 
-def start_clean() -> None:
+def start_clean() -> int | None:
     """At the start of a top-level command: drop the caller's internal
     variables, and where a steering one is set, start this same command
-    again isolated and without them (this call then does not return)."""
+    again isolated and without them (this call then does not return). The
+    exit code, once the error is said, where it cannot start again."""
     watched = [name for name in os.environ if name.startswith(_WATCHED)]
     if not watched:
-        return
+        return None
     for name in internal(watched):
         del os.environ[name]
     found = steering(watched)
-    if found:
-        _again(found)
+    return _again(found) if found else None
 
 
-def _again(found: list[str]) -> None:
+def _again(found: list[str]) -> int:
     """exec this command as `python -I`, the variables `found` removed."""
     env = {name: value for name, value in os.environ.items() if name not in found}
     if not sys.executable:
         sys.stderr.write(f"error: hills cannot start itself again without {', '.join(sorted(found))}\n"
                          "hint: unset them (the interpreter would run what they name)\n")
-        os._exit(4)
+        return 4
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     argv = [sys.executable, "-I", "-c", _AGAIN, package_parent, sys.argv[0] if sys.argv else "hills",
             *sys.argv[1:]]
@@ -97,7 +97,7 @@ def _again(found: list[str]) -> None:
     except OSError as exc:
         sys.stderr.write(f"error: hills cannot start itself again without {', '.join(sorted(found))}: "
                          f"{exc.strerror}\nhint: unset them (the interpreter would run what they name)\n")
-        os._exit(4)
+        return 4
 
 
 def scrub(environ: MutableMapping[str, str]) -> None:

@@ -8,6 +8,8 @@ import stat
 
 import pytest
 
+from hills import evaluate
+
 from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
 from eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, last_report, log_entries, make_hill,
                            notes_lines, on_machine, real, submission, tree_of)
@@ -76,11 +78,13 @@ def scored(module_machine):
 
 @pytest.fixture(scope="module")
 def runs_code(module_machine):
-    """An evaluator that runs the submission itself, which the leak probe of
-    hills check refuses under the sandbox: without it (a warning), the
-    submitted code inherits all the evaluator has, and still must not reach
-    the result channel."""
-    with on_machine(module_machine):
+    """An evaluator that runs the submission itself, which the scoring
+    guard stops and the leak probe refuses: with both out of the way
+    (the guard switched off, `sandbox: none`), the submitted code inherits
+    all the evaluator has, and still must not reach the result channel,
+    a boundary of its own."""
+    with on_machine(module_machine), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evaluate, "SCORING_GUARD", False)
         return make_hill("runs-code", RUNS_CODE_EVAL, extra="sandbox: none\n")
 
 
@@ -269,7 +273,8 @@ def test_result_files_in_the_submission_do_not_make_the_report(scored, tmp_path)
     assert result.report["metrics"] == [{"name": "total", "value": 1.0, "direction": "max"}]
 
 
-def test_submission_code_cannot_write_the_result(runs_code, tmp_path):
+def test_submission_code_cannot_write_the_result(runs_code, tmp_path, monkeypatch):
+    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
     folder = submission(tmp_path / "sub", {"solution.py": SNEAKY_SOLUTION})
     result = hills("eval", folder, "-H", "runs-code")
     assert result.code == 0, result.output
