@@ -23,6 +23,7 @@ import json
 import math
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import run_bin
+from conftest import BWRAP_USABLE, run_bin
 from hills import state, yamlfile
 
 VERSION = "0.8.2"
@@ -52,7 +53,7 @@ UV_CACHE = os.environ.get("UV_CACHE_DIR") or os.path.join(USER_HOME, ".cache", "
 # What pip prints when it never got an answer from the index.
 UNREACHABLE = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
                "Name or service not known", "Network is unreachable", "ConnectTimeout", "ReadTimeout",
-               "ProxyError", "Max retries exceeded", "(from versions: none)")
+               "ProxyError", "Max retries exceeded", "Connection refused")
 # hillclimb's default verifier environment (executor.single_threaded).
 SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                      "NUMEXPR_NUM_THREADS")
@@ -62,24 +63,25 @@ FLOOR_SOURCE = "# the problem's declared floor: its baseline_files, scored as th
 
 # ---------------------------------------------------------------- the wheel
 
-def fetch_wheel() -> Path:
-    """The wheel in the cache, downloaded once by this interpreter's pip;
-    skips the test when the index cannot be reached."""
-    wheel = CACHE / WHEEL
+def fetch_wheel(cache: Path = CACHE) -> Path:
+    """The wheel in `cache`, downloaded once by this interpreter's pip;
+    skips the test when the index cannot be reached, fails on any other
+    trouble (an index that answers without the wheel, a wrong hash)."""
+    wheel = cache / WHEEL
     if wheel.is_file():
         return wheel
-    CACHE.mkdir(parents=True, exist_ok=True)
-    pinned = CACHE / "requirements.txt"
+    cache.mkdir(parents=True, exist_ok=True)
+    pinned = cache / "requirements.txt"
     pinned.write_text(f"hillclimb=={VERSION} --hash=sha256:{WHEEL_SHA256}\n")
     done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                           "--python-version", "3.12", "--require-hashes", "-r", str(pinned), "-d", str(CACHE),
+                           "--python-version", "3.12", "--require-hashes", "-r", str(pinned), "-d", str(cache),
                            "--timeout", "30", "--retries", "1", "--disable-pip-version-check"],
                           capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     if done.returncode != 0 and any(word in output for word in UNREACHABLE):
         pytest.skip(f"PyPI cannot be reached to fetch hillclimb {VERSION}: {output.strip().splitlines()[-1]}")
     assert done.returncode == 0, output
-    assert wheel.is_file(), f"pip reported success but left no {WHEEL} in {CACHE}:\n{output}"
+    assert wheel.is_file(), f"pip reported success but left no {WHEEL} in {cache}:\n{output}"
     return wheel
 
 
@@ -105,6 +107,29 @@ def catalog(wheel_root: Path) -> Path:
     problems = wheel_root / CATALOG
     assert problems.is_dir(), f"hillclimb {VERSION}'s wheel has no {CATALOG}/"
     return problems
+
+
+def only_index(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """pip sees `url` as its one index: no config files, no PIP_* settings."""
+    for name in [name for name in os.environ if name.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+
+
+def test_an_index_out_of_reach_skips_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    only_index(monkeypatch, "http://127.0.0.1:9/simple")  # the discard port: nothing listens
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        fetch_wheel(tmp_path / "cache")
+    assert f"PyPI cannot be reached to fetch hillclimb {VERSION}" in str(skipped.value)
+
+
+def test_an_index_that_answers_without_the_wheel_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "simple").mkdir()
+    only_index(monkeypatch, (tmp_path / "simple").as_uri())
+    with pytest.raises(AssertionError, match="hillclimb==0.8.2"):
+        fetch_wheel(tmp_path / "cache")
+    assert not (tmp_path / "cache" / WHEEL).exists()
 
 
 def test_the_catalog_holds_the_23_problems(catalog: Path) -> None:
@@ -212,8 +237,12 @@ def eval_report(*args: object) -> tuple[Any, dict[str, Any]]:
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_hills_scores_the_baseline_exactly_as_hillclimb(name: str, catalog: Path, wheel_root: Path,
                                                         project: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        request: pytest.FixtureRequest) -> None:
     monkeypatch.setenv("UV_CACHE_DIR", UV_CACHE)
+    # Each environment is a full copy (hills builds them with UV_LINK_MODE=copy),
+    # some 360 MB: 23 of them are not left behind in the kept temporary folders.
+    request.addfinalizer(lambda envs=state.envs_dir(name): shutil.rmtree(envs, ignore_errors=True))
     problem_dir = catalog / name
     meta = yamlfile.load((problem_dir / "problem.yaml").read_text(), str(problem_dir / "problem.yaml"), typ="safe")
     # hillclimb's verifier runs put its `hillclimb.spaces` shim on PYTHONPATH;
@@ -234,7 +263,14 @@ def test_hills_scores_the_baseline_exactly_as_hillclimb(name: str, catalog: Path
     committed = run_bin("hills", "commit", name, "-m", "imported", timeout=900)
     times["commit"] = time.monotonic() - started - sum(times.values())
     assert committed.code == 0, committed.output
-    assert f"committed {name} " in committed.out + committed.err, committed.output
+    assert f"committed {name} " in committed.err, committed.output
+    # The gate held the baseline to its score: the cheat corpus had a score
+    # to beat, and (where bubblewrap works) the leak probe ran confined.
+    gate = {check: status for status, check in re.findall(r"^\s+(ok|warn|FAIL)\s+(\S+(?: \S+)?)\s{2,}",
+                                                           committed.err, re.M)}
+    assert gate["cheat corpus"] == "ok", committed.err
+    if BWRAP_USABLE:
+        assert gate["leak probe"] == "ok", committed.err
     example = hill_dir / "examples" / "baseline"
     assert example.is_dir(), sorted(os.listdir(hill_dir / "examples"))
 
@@ -250,6 +286,9 @@ def test_hills_scores_the_baseline_exactly_as_hillclimb(name: str, catalog: Path
         assert report["status"] == "passing" and report["passed"] is True, report.get("reason")
         assert report["official"] is True, report.get("official_reason")
         assert report["final"] == (split == "holdout")
+        if BWRAP_USABLE:
+            # `"$HILLCLIMB_PYTHON" "$HILLCLIMB_SOLUTION"` (or knapsack's run.py): the candidate ran confined.
+            assert report["isolation"]["submitted_code"].startswith("confined"), report["isolation"]
         metric = report["metrics"][0]
         assert metric["name"] == meta["metric"]
         assert metric["direction"] == ("max" if meta["higher_is_better"] else "min")
