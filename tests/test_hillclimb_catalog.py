@@ -19,6 +19,7 @@ Slow: 23 hills, each with an environment (uv's cache is the user's, as in
 test_nanogpt) and a gate."""
 
 import ast
+import hashlib
 import json
 import math
 import os
@@ -69,6 +70,9 @@ def fetch_wheel(cache: Path = CACHE) -> Path:
     trouble (an index that answers without the wheel, a wrong hash)."""
     wheel = cache / WHEEL
     if wheel.is_file():
+        # pip checked the hash when it downloaded; a cached copy is checked again.
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        assert digest == WHEEL_SHA256, f"'{wheel}' is not hillclimb {VERSION}'s wheel (sha256 {digest}): remove it"
         return wheel
     cache.mkdir(parents=True, exist_ok=True)
     pinned = cache / "requirements.txt"
