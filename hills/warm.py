@@ -627,7 +627,8 @@ EVAL_MODULES = ("hills.commands.eval", "hills.evaluate", "hills.runner", "hills.
                 "hills.report", "hills.measures", "hills.seeds", "hills.rescore", "hills.gitobjects",
                 "hills.snapshot", "hills.locks", "hills.uvenv", "hills.pin", "hills.manifest", "hills.replicates",
                 "hills.progress", "hills.signing", "hills.trust", "hills.hill", "hills.spaces", "hills.sdk",
-                "hills.caller", "hills.names", "hills.gate", "hills.yamlfile", "hills.schema", "subprocess", "json")
+                "hills.caller", "hills.names", "hills.gate", "hills.yamlfile", "hills.schema", "hills.scoringhook",
+                "hills.startup", "subprocess", "json")
 
 
 def preload(modules: Iterable[str] = EVAL_MODULES) -> None:
