@@ -5,6 +5,7 @@ environment of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,9 +14,11 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,6 +254,35 @@ def test_the_example_scores(tmp_path):
     (tmp_path / "answer.txt").write_text("3")
     assert evaluator.eval(tmp_path)["metrics"][0]["value"] == 3
 '''
+
+
+@contextlib.contextmanager
+def running_service(prefix: str) -> Iterator[Service]:
+    """A real service, set up by `hills setup service` for an admin, a
+    climber and an outsider made for it, and started; stopped, its users
+    removed and its folder gone after. The folder is its own, not pytest's:
+    every user must reach the socket through its parents, and a concurrent
+    pytest prunes its old ones."""
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    os.chmod(base, 0o755)
+    svc = Service(base)
+    for user in (svc.admin, svc.climber, svc.outsider):
+        make_user(user)
+    try:
+        done = subprocess.run(
+            ["env", f"HILLS_SERVICE_CONFIG={svc.client_config}",
+             f"HILLS_SYSTEMD_RUNNING={base / 'no-systemd'}", *svc.python, "-m", "hills", "setup", "service",
+             "--user", svc.user, "--state", str(svc.state), "--socket", str(svc.socket),
+             "--admin", svc.admin, "--climber", svc.climber],
+            capture_output=True, text=True, env={**os.environ, **svc.python_env})
+        assert done.returncode == 0, done.stderr
+        svc.start()
+        yield svc
+    finally:
+        svc.stop()
+        for user in (svc.admin, svc.climber, svc.outsider, svc.user):
+            remove_user(user)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def make_hill(service: Service, user: str, name: str, budget: int | None = None,

@@ -16,10 +16,8 @@ import importlib.util
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -28,7 +26,7 @@ import pytest
 from conftest import run_bin, run_cli
 from eval_fixtures import attempts_log, log_entries, make_hill, on_machine, submission, tree_of
 from hills import sandbox
-from service_fixtures import Service, home_of, make_user, needs_root, remove_user
+from service_fixtures import Service, home_of, needs_root, running_service
 from service_fixtures import make_hill as make_served_hill
 from service_fixtures import submission as served_submission
 from test_fail_closed import ACC_EVAL, EVIL_SITE, FAKE_BWRAP, HONEST, LABELS, THIEF
@@ -62,28 +60,10 @@ json.dumps = dumps
 def service():
     """A real service with an admin and a climber, and one hill `vaulted`
     committed through it (tests/service_fixtures.py)."""
-    base = Path(tempfile.mkdtemp(prefix="hills-surfaces-", dir="/tmp"))
-    os.chmod(base, 0o755)
-    svc = Service(base)
-    for user in (svc.admin, svc.climber, svc.outsider):
-        make_user(user)
-    try:
-        done = subprocess.run(
-            ["env", f"HILLS_SERVICE_CONFIG={svc.client_config}",
-             f"HILLS_SYSTEMD_RUNNING={base / 'no-systemd'}", *svc.python, "-m", "hills", "setup", "service",
-             "--user", svc.user, "--state", str(svc.state), "--socket", str(svc.socket),
-             "--admin", svc.admin, "--climber", svc.climber],
-            capture_output=True, text=True, env={**os.environ, **svc.python_env})
-        assert done.returncode == 0, done.stderr
-        svc.start()
+    with running_service("hills-surfaces-") as svc:
         committed = make_served_hill(svc, svc.admin, DEMO)
         assert committed.code == 0, committed.err
         yield svc
-    finally:
-        svc.stop()
-        for user in (svc.admin, svc.climber, svc.outsider, svc.user):
-            remove_user(user)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def same_user(**extra: str) -> dict[str, str]:

@@ -14,7 +14,6 @@ import signal
 import socket
 import struct
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from hills import protocol
-from service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, raw_request,
-                              remove_user, request, submission)
+from service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
+                              running_service, submission)
 
 pytestmark = needs_root
 
@@ -32,31 +31,11 @@ DEMO, PEEK, CRASH = "vaulted", "peek", "crash"
 
 @pytest.fixture(scope="module")
 def service():
-    # A folder of its own, not pytest's: every user must reach the socket
-    # through its parents, and a concurrent pytest prunes its old ones.
-    base = Path(tempfile.mkdtemp(prefix="hills-service-", dir="/tmp"))
-    os.chmod(base, 0o755)
-    svc = Service(base)
-    for user in (svc.admin, svc.climber, svc.outsider):
-        make_user(user)
-    try:
-        done = subprocess.run(
-            ["env", f"HILLS_SERVICE_CONFIG={svc.client_config}",
-             f"HILLS_SYSTEMD_RUNNING={base / 'no-systemd'}", *svc.python, "-m", "hills", "setup", "service",
-             "--user", svc.user, "--state", str(svc.state), "--socket", str(svc.socket),
-             "--admin", svc.admin, "--climber", svc.climber],
-            capture_output=True, text=True, env={**os.environ, **svc.python_env})
-        assert done.returncode == 0, done.stderr
-        svc.start()
+    with running_service("hills-service-") as svc:
         for name, budget in ((DEMO, None), (PEEK, 1), (CRASH, 1)):
             committed = make_hill(svc, svc.admin, name, budget)
             assert committed.code == 0, committed.err
         yield svc
-    finally:
-        svc.stop()
-        for user in (svc.admin, svc.climber, svc.outsider, svc.user):
-            remove_user(user)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def same_user(**extra: str) -> dict[str, str]:
