@@ -850,6 +850,7 @@ def _run(conn: Any, path: str, request: Request, forked: float, standby: Any = N
         conn.sendall(f"X {code}\n".encode())
     except OSError:
         pass
+    _let_go()
     fd, payload = report
     if fd >= 0 and len(payload) <= REPORTED:  # a larger one (a huge environment) gets no spare
         try:
@@ -1184,6 +1185,24 @@ def _become(request: Request, fds: list[int] | None) -> str | None:
     else:
         _streams(dict(zip(request.passed, fds)))
     return None
+
+
+def _let_go() -> None:
+    """Put /dev/null in place of the caller's streams, once it has its exit
+    code: a caller reading them to their end (`$(hills eval ...)`, a pipe
+    into jq) is done then, not once this worker's housekeeping and exit
+    are, as it would be for a cold eval that exits there."""
+    _flush()
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for target in (0, 1, 2):
+        try:
+            os.dup2(null, target)
+        except OSError:
+            pass
+    os.close(null)
 
 
 def _streams(passed: dict[int, int]) -> None:
