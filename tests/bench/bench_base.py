@@ -56,3 +56,7 @@ def main():
         # A warm server goes once its machine state is gone (it checks between calls).
         for box in (reference, candidate):
             box.__exit__(None, None, None)
+
+
+if __name__ == "__main__":
+    main()
