@@ -13,6 +13,7 @@ run in the node workers the warm-up command started (they wait 10 minutes
 idle for the next command), as a user's commands do one after another."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -64,6 +65,12 @@ def main(rounds: int = 3) -> float | None:
                            (os.path.join("tests", "test_eval.py"), "def test_imports():\n    import eval\n")):
             with open(os.path.join(hill_dir, name), "w") as handle:
                 handle.write(text)
+        # The template's example holds circles.json: this evaluator scores
+        # score.txt, and the gate fails a hill whose example it cannot score.
+        shutil.rmtree(os.path.join(hill_dir, "examples"))
+        os.makedirs(os.path.join(hill_dir, "examples", "one"))
+        with open(os.path.join(hill_dir, "examples", "one", "score.txt"), "w") as handle:
+            handle.write("1\n")
         box.run("hills", "commit", "sleepy", "-m", "a 3 s evaluator")
         folders = []
         for index in range(EVALS):
