@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT = 600
 DEFAULT_BLOB_THRESHOLD = 10 * 1024 * 1024
 DEFAULT_MEMORY = 4 * 1024 * 1024 * 1024
 MIN_MEMORY = 64 * 1024 * 1024
-# Caps on submitted code (`limits`); docs/decisions.md ("Isolation") says why.
+# Caps on submitted code (`limits`); docs/decisions.md D-075 says why.
 DEFAULT_PROCESSES = 512
 MIN_PROCESSES = 8
 DEFAULT_DISK = 1024 ** 3
