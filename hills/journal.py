@@ -382,7 +382,7 @@ def _attempt_rows(journal: Journal) -> list[list[str]]:
         report = attempt.report
         tests = report.get("unit_tests")
         tests_text = ("passed" if tests.get("passed") else "FAILED") if isinstance(tests, dict) else ""
-        why = report.get('official_reason') or report.get('trust')
+        why = report.get("official_reason") or report.get("trust")
         official = "yes" if report.get("official") else f"no: {_e(why)}"
         status = attempt.status + (" (--final)" if report.get("final") else "")
         value = numbers.shown(attempt.value, digits) if attempt.value is not None else ""

@@ -58,7 +58,7 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
 
     report = _shaped(report)
     emit(verdict_line)
-    why = report.get('official_reason') or report.get('trust')
+    why = report.get("official_reason") or report.get("trust")
     emit(f"{subject_line(report)}  {report.get('timestamp', '')}"
          + ("" if report.get("official") else f"  (unofficial: {why})"))
     emit(f"  status       {summary_line(report)}")
