@@ -416,7 +416,8 @@ def _last_signed(data: bytes, start: int, last_start: int, keys: Keys) -> int:
     return start if low < 0 else data.index(b"\n", starts[low]) + 1
 
 
-def _check_line(line: bytes, number: int, keys: Keys) -> tuple[list[str], str | None, tuple[int | None, str | None] | None]:
+def _check_line(line: bytes, number: int,
+                keys: Keys) -> tuple[list[str], str | None, tuple[int | None, str | None] | None]:
     """(problems, link, (seq, prev)) of one line on its own: its shape and its signature or mac."""
     parts = _split(line)
     if parts is not None:

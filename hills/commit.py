@@ -86,7 +86,7 @@ def commit(hill: hill_module.Hill, message: str, gate: bool = True,
         if gate:
             # Each check's line as it finishes: a slow hill's tests take minutes.
             verdict = gate_module.run(hill, cache, tell=progress)
-            results, failed, listing = verdict.results, verdict.failed, verdict.listing
+            failed, listing = verdict.failed, verdict.listing
             if failed:
                 # Same words as the pre-commit hook, so both paths name the broken key or file.
                 raise Refused(f"hill '{hill.name}' failed check '{failed[0].name}': "

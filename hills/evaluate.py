@@ -23,8 +23,8 @@ from collections.abc import Mapping
 # state.copy_tree's.
 # command (the command shape's) and sdk (copied into the sdk folder once) are
 # imported where they are needed.
-from . import (caller, chain, locks, progress, replicates, report as report_module, runner, sandbox, signing, snapshot, spaces,
-               state, uvenv)
+from . import (caller, chain, locks, progress, replicates, report as report_module, runner, sandbox, signing, snapshot,
+               spaces, state, uvenv)
 from .errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError, NotScored, Refused,
                      UsageError)
 from .git import lineage
@@ -591,7 +591,7 @@ if [ -n "$HILLS_SCORING_GUARD" ]; then
     fi
 fi
 exec "$real" "$@"
-"""
+"""  # noqa: E501 (a shell script: its long lines are its text)
 
 
 def sdk_path(say: Say | None = None) -> str:
@@ -639,7 +639,8 @@ def _make_sdk(root: str) -> None:
     compile_bytecode(os.path.join(staging, "hills"))
     # The access audit's hook, first on the path of the code hills.sdk starts (docs/audit.md).
     os.makedirs(os.path.join(staging, "audit"))
-    shutil.copy2(os.path.join(os.path.dirname(__file__), "audithook.py"), os.path.join(staging, "audit", "sitecustomize.py"))
+    shutil.copy2(os.path.join(os.path.dirname(__file__), "audithook.py"),
+                 os.path.join(staging, "audit", "sitecustomize.py"))
     compile_bytecode(os.path.join(staging, "audit"))
     # The scoring phase's guard, first on the path of its trusted interpreters.
     os.makedirs(os.path.join(staging, "scoring"))
@@ -911,7 +912,8 @@ def run_solution(ctx: EvalContext, rep: Replicate) -> tuple[SolutionPhase, RunRe
         env[sdk.ENV_CONFIG] = json.dumps({**json.loads(env.get(sdk.ENV_CONFIG) or "{}"), "by": "solution"})
         # The sdk runs as a file, isolated, from the run folder: started in
         # the snapshot, `-m hills.sdk` would import the submission's hills/.
-        process = runner.run([ctx.python, "-I", "-B", os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))]
+        sdk_file = os.path.join(ctx.sdk_dir, "hills", os.path.basename(sdk.__file__))
+        process = runner.run([ctx.python, "-I", "-B", sdk_file]
                              + argv, cwd=ctx.run_dir, env=env,
                              timeout=ctx.spec["timeout"],
                              stdout_path=_fresh(os.path.join(ctx.run_dir, f"solution-stdout{rep.tag}.log")),
@@ -1063,7 +1065,8 @@ def resolve_knobs(req: EvalRequest) -> tuple[dict[str, Any] | None, dict[str, An
             values[name] = spaces.check_value(declaration, name, value)
         except spaces.ValueRefused as exc:
             raise UsageError(f"refused: {exc}",
-                             hint=f"the knobs and their ranges are declared in {os.path.join(req.submission, 'params.json')}")
+                             hint="the knobs and their ranges are declared in "
+                                  f"{os.path.join(req.submission, 'params.json')}")
     return declaration, values, warning
 
 

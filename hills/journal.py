@@ -382,7 +382,8 @@ def _attempt_rows(journal: Journal) -> list[list[str]]:
         report = attempt.report
         tests = report.get("unit_tests")
         tests_text = ("passed" if tests.get("passed") else "FAILED") if isinstance(tests, dict) else ""
-        official = "yes" if report.get("official") else f"no: {_e(report.get('official_reason') or report.get('trust'))}"
+        why = report.get("official_reason") or report.get("trust")
+        official = "yes" if report.get("official") else f"no: {_e(why)}"
         status = attempt.status + (" (--final)" if report.get("final") else "")
         value = numbers.shown(attempt.value, digits) if attempt.value is not None else ""
         vs_best = numbers.change(attempt.value, attempt.vs_best)
@@ -430,8 +431,9 @@ def _groups_section(journal: Journal) -> str:
     for index, group in enumerate(journal.groups):
         best = journal.attempts[group.best - 1] if group.best else None
         swatch = f"<span style='color:{GROUP_COLORS[index % len(GROUP_COLORS)]}'>&#9632;</span> "
-        rows.append([swatch + f"{index + 1}: " + _e(group.label), _e(group.metric), _e(group.direction), str(len(group.members)),
-                     f"#{best.number}" if best else "", numbers.shown(best.value, digits) if best else "",
+        rows.append([swatch + f"{index + 1}: " + _e(group.label), _e(group.metric), _e(group.direction),
+                     str(len(group.members)), f"#{best.number}" if best else "",
+                     numbers.shown(best.value, digits) if best else "",
                      _e(_spread_text(best, digits)) if best else ""])
     return _table(["comparable group", "metric", "direction", "passing", "best", "value", "replicate spread"],
                   rows, frozenset({3, 5}))

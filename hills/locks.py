@@ -83,7 +83,8 @@ def walk_private(hill_dir: Path | str, links: list[str] | None = None) -> list[s
                 if links is not None:
                     links.append(rel)
                     continue
-                raise UsageError(f"'{rel}' is a symbolic link", hint="private/ holds plain files only; copy the data in")
+                raise UsageError(f"'{rel}' is a symbolic link",
+                                 hint="private/ holds plain files only; copy the data in")
             if not stat_module.S_ISREG(mode):
                 raise UsageError(f"'{rel}' is not a regular file")
             found.append(rel)

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import yamlfile
 from .errors import UsageError
-from .names import NAME_RE, validate_name
+from .names import validate_name
 from .schema import (At, Key, ListOf, MapOf, Maybe, Table, anything, docs, empty, is_count, is_number, null, one_of,
                      scalar, show)
 
@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT = 600
 DEFAULT_BLOB_THRESHOLD = 10 * 1024 * 1024
 DEFAULT_MEMORY = 4 * 1024 * 1024 * 1024
 MIN_MEMORY = 64 * 1024 * 1024
-# Caps on submitted code (`limits`); docs/decisions.md ("Isolation") says why.
+# Caps on submitted code (`limits`); docs/decisions.md D-075 says why.
 DEFAULT_PROCESSES = 512
 MIN_PROCESSES = 8
 DEFAULT_DISK = 1024 ** 3
@@ -418,7 +418,7 @@ that the inputs are fresh for each replicate and the submission never sees
 the seed they came from (the scoring phase gets it to regenerate them). The evaluator then scores a folder holding only the outputs, and never
 sees the submission's code. A run that exits non-zero, is killed or hits a
 limit makes the submission `buggy`; so does a missing output named without
-a pattern, or an output that is a link. See docs/confinement.md."""),
+a pattern, or an output that is a link. See docs/confinement.md."""),  # noqa: E501 (the text of hill.yaml(5))
     Key("timeout", _SECONDS, kind="number", default=DEFAULT_TIMEOUT,
         doc="""The watchdog, in seconds, greater than 0: an evaluation still running
 after it is killed, with every process it started, and reported `buggy`."""),
@@ -553,7 +553,8 @@ def coerce_value(name: str, spec: dict[str, Any], value: Any) -> Any:
     elif kind == "categorical":
         if value not in spec["choices"] or isinstance(value, bool) != any(
                 isinstance(c, bool) and c == value for c in spec["choices"]):
-            raise UsageError(f"param '{name}' expects one of {', '.join(map(str, spec['choices']))}, got {_show(value)}")
+            choices = ", ".join(map(str, spec["choices"]))
+            raise UsageError(f"param '{name}' expects one of {choices}, got {_show(value)}")
     low, high = spec.get("low"), spec.get("high")
     if low is not None and value < low or high is not None and value > high:
         raise UsageError(f"param '{name}' must be in [{low if low is not None else '-inf'}, "

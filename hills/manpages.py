@@ -488,7 +488,8 @@ def _roff(text: str) -> str:
 
 
 def _manpage_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
-                  options: dict[str, Any] | None = None, content: list[str] | None = None) -> tuple[list[Any], list[Any]]:
+                  options: dict[str, Any] | None = None,
+                  content: list[str] | None = None) -> tuple[list[Any], list[Any]]:
     """:manpage:`NAME(N)`: the page's name in bold, its section after it."""
     from docutils import nodes  # type: ignore[import-untyped, unused-ignore]
 

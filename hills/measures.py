@@ -262,7 +262,8 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
     if isinstance(machine, dict):
         gpus = ", ".join(f"{gpu.get('model')} (driver {gpu.get('driver')})" for gpu in machine.get("gpu") or []
                          if isinstance(gpu, dict))
-        lines.append(f"  machine      {machine.get('cpu')}, {machine.get('cores')} cores" + (f"; {gpus}" if gpus else ""))
+        lines.append(f"  machine      {machine.get('cpu')}, {machine.get('cores')} cores"
+                     + (f"; {gpus}" if gpus else ""))
     return lines
 
 

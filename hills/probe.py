@@ -712,9 +712,9 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
     if stopped:
         # The evaluator itself ran a file of the example in the scoring
         # phase, where nothing confines it: stopped there, and fatal here.
+        hint = HINT_COMMAND if spec.get("evaluator", {}).get("shape") == "command" else HINT_FUNCTION
         return Result(NAME, "fail", f"the evaluator ran the example's code itself: {stopped}"
-                                    "\n        hint: " + (HINT_COMMAND if spec.get("evaluator", {}).get("shape") == "command"
-                                                         else HINT_FUNCTION))
+                                    "\n        hint: " + hint)
     return verdict(spec, reports, extra, boundary)
 
 

@@ -34,7 +34,8 @@ _WATCHED = frozenset(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.syste
 _PYTHON, _SHELL, _NODE, _PERL, _OTHER = "python", "shell", "node", "perl", "other"
 _INLINE = {_PYTHON: ("-c",), _SHELL: ("-c",), _NODE: ("-e", "--eval", "-p", "--print"), _PERL: ("-e", "-E"),
            _OTHER: ("-e", "-r", "--eval")}
-_VALUED = {_PYTHON: ("-X", "-W", "--check-hash-based-pycs"), _SHELL: ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"),
+_VALUED = {_PYTHON: ("-X", "-W", "--check-hash-based-pycs"),
+           _SHELL: ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"),
            _NODE: ("--input-type", "--loader", "--import", "--conditions", "-C"), _PERL: ("-I", "-M", "-m", "-x"),
            _OTHER: ("-I", "--project", "-L")}
 # Code files given by option: node's --require, ruby's -r, php's -f, awk's -f.

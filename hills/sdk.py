@@ -256,8 +256,9 @@ class _AuditPipe:
         # holds that number in it.
         env["HILLS_AUDIT_FD"] = f"{write_fd}:{os.fstat(write_fd).st_ino}"
         # The format of audithook.parse_view: its hook loads no json.
-        env["HILLS_AUDIT_VIEW"] = "\n".join([os.pathsep.join(view.get("read", ())), os.pathsep.join(view.get("write", ())),
-                                             view.get("tmp") or "", "1" if view.get("network") else "0",
+        env["HILLS_AUDIT_VIEW"] = "\n".join([os.pathsep.join(view.get("read", ())),
+                                             os.pathsep.join(view.get("write", ())), view.get("tmp") or "",
+                                             "1" if view.get("network") else "0",
                                              os.pathsep.join(view.get("deny", ()))])
         env["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [env.get("PYTHONPATH")] if p])
 

@@ -138,8 +138,8 @@ def check_state_folder(state_dir: str) -> None:
         raise EnvironmentProblem(f"state folder '{state_dir}' is owned by uid {info.st_uid}, not by the service user "
                       f"(uid {os.geteuid()})", hint="run hills serve as the user that owns it")
     if info.st_mode & 0o077:
-        raise EnvironmentProblem(f"state folder '{state_dir}' is open to other users (mode {stat_module.S_IMODE(info.st_mode):04o}); "
-                      f"expected 0700", hint=f"chmod 700 '{state_dir}'")
+        raise EnvironmentProblem(f"state folder '{state_dir}' is open to other users "
+                      f"(mode {stat_module.S_IMODE(info.st_mode):04o}); expected 0700", hint=f"chmod 700 '{state_dir}'")
 
 
 def serve(state_dir: str, socket_override: str | None = None, ready: Any = None) -> int:
@@ -366,8 +366,8 @@ class Layout:
         from . import state
 
         state.ensure_home()
-        for entry in os.listdir(self.requests):  # left by connections that died
-            shutil.rmtree(os.path.join(self.requests, entry), ignore_errors=True)
+        for left in os.listdir(self.requests):  # left by connections that died
+            shutil.rmtree(os.path.join(self.requests, left), ignore_errors=True)
 
 
 def peer_user(conn: socket.socket) -> tuple[int, str]:
@@ -545,7 +545,8 @@ class Handler:
         check_version(request)
         if caller.role is None:  # decided before the slot, except where a test switched FAIR off
             raise Refused(f"user '{caller.user}' (uid {caller.uid}) is neither an admin nor a climber of this "
-                          "hills service", hint="ask the service's admin to add you: hills setup service --climber USER")
+                          "hills service",
+                          hint="ask the service's admin to add you: hills setup service --climber USER")
         typed = service_requests.check(request, caller.role, caller.user)
         evaluators = typed.evaluators()
         if evaluators > caller.config.limits["user_evaluators"]:
@@ -768,8 +769,8 @@ def _vault_import(layout: Layout, hill_dir: str) -> list[str]:
             continue
         with open(path, encoding="utf-8") as handle:
             entries = locks.decode(handle.read(), lock_name)
-        for rel, entry in entries.items():
-            stored = os.path.join(layout.vault, entry["digest"].removeprefix("blake3:"))
+        for rel, locked in entries.items():
+            stored = os.path.join(layout.vault, locked["digest"].removeprefix("blake3:"))
             local = os.path.join(hill_dir, rel)
             if not os.path.exists(stored):
                 os.chmod(local, 0o400)

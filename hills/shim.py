@@ -142,7 +142,8 @@ def _take_channel(result_fd: int) -> tuple[int, bytes]:
 
 def _undumpable() -> None:
     """Closes /proc/<pid>/fd and /proc/<pid>/mem of this process to other
-    processes of the same user (root keeps them: see docs/decisions.md)."""
+    processes of the same user (root keeps them: see docs/decisions.md
+    D-079, "The result channel")."""
     try:
         _prctl(_PR_SET_DUMPABLE, 0)
     except (OSError, AttributeError, ImportError, TypeError):

@@ -58,8 +58,9 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
 
     report = _shaped(report)
     emit(verdict_line)
+    why = report.get("official_reason") or report.get("trust")
     emit(f"{subject_line(report)}  {report.get('timestamp', '')}"
-         + ("" if report.get("official") else f"  (unofficial: {report.get('official_reason') or report.get('trust')})"))
+         + ("" if report.get("official") else f"  (unofficial: {why})"))
     emit(f"  status       {summary_line(report)}")
     emit(f"  trust        {trust_text(report)}")
     if signed_by is not None:
@@ -93,7 +94,8 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
             line = f"  {metric['name']:<20} {_number(metric['value']):>12}  ({metric['direction']})"
             if metric["name"] in spread:
                 s = spread[metric["name"]]
-                line += f"  spread min {_number(s['min'])} max {_number(s['max'])} MAD {_number(s['mad'])} over {s['n']}"
+                line += (f"  spread min {_number(s['min'])} max {_number(s['max'])} MAD {_number(s['mad'])}"
+                         f" over {s['n']}")
             emit(line)
     if report.get("side_metrics"):
         emit("side metrics (recorded, not ranked):")

@@ -53,7 +53,8 @@ def canonical_json(obj: object) -> bytes:
         path, what = found
         where = f"'{path}'" if path else "the top level"
         raise UsageError(f"value at {where} is {what}",
-                         hint="reports and log entries hold finite numbers, strings, booleans, null, lists and objects only")
+                         hint="reports and log entries hold finite numbers, strings, booleans, null, lists and "
+                              "objects only")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -171,7 +172,8 @@ class Verdict:
         if isinstance(other, tuple):
             return (self.ok, self.reason) == other
         if isinstance(other, Verdict):
-            return (self.ok, self.reason, self.signer, self.public) == (other.ok, other.reason, other.signer, other.public)
+            return ((self.ok, self.reason, self.signer, self.public)
+                    == (other.ok, other.reason, other.signer, other.public))
         return NotImplemented
 
     def __repr__(self) -> str:

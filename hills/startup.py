@@ -1,6 +1,6 @@
 """What of the caller's environment may reach hills' own process, the one
-that signs (docs/decisions.md, "Fail closed on the sandbox and on the
-caller's environment").
+that signs (docs/decisions.md D-173, "The caller's environment cannot
+steer the signer").
 
 The interpreter and the dynamic loader read some variables before a line of
 hills runs: `PYTHONPATH` (a `sitecustomize` that patches `json.dumps`),

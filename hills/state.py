@@ -120,8 +120,8 @@ def _link_new_key(path: str, replace: bool) -> None:
 
 def _ensure_key() -> None:
     """Make the Ed25519 key if there is none; on a machine whose `key` is an
-    old HMAC secret, keep that as `key.hmac` first (docs/decisions.md,
-    "Signatures")."""
+    old HMAC secret, keep that as `key.hmac` first (docs/decisions.md
+    D-046, "An old machine keeps its HMAC secret")."""
     path = key_path()
     found = _read_key_file(path)
     if found is not None and found[0] == "ed25519":

@@ -1,6 +1,7 @@
 """Reading the YAML files hills parses (hill.yaml, problem.yaml) within fixed
 bounds: the size is checked before parsing, aliases are refused, and nesting
-depth and the number of values are capped (docs/decisions.md)."""
+depth and the number of values are capped (docs/decisions.md D-010,
+"Bounded YAML", and D-011, "Why these caps")."""
 
 from __future__ import annotations
 

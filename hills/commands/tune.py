@@ -18,7 +18,8 @@ from .output import emit, emit_json, say
               help="Set a hill param for every trial (repeatable), as for 'hills eval'.")
 @click.option("--seed", type=int, metavar="SEED", help="Seed of the tuner's own random choices.")
 @click.option("--on", "on", metavar="ray[://ADDRESS]",
-              help="Run each trial on a Ray cluster, in a worker on one of its nodes (the hills[ray] extra); see docs/cluster.md.")
+              help="Run each trial on a Ray cluster, in a worker on one of its nodes (the hills[ray] extra); "
+                   "see docs/cluster.md.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="With --on: trials in flight at once (default: the cluster's CPUs, or GPUs for a GPU hill).")
 @json_option

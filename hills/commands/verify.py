@@ -76,7 +76,8 @@ def render(results: list[tuple[str, Verdict, dict | None]], out: TextIO | None =
                 out.write(f"  {summary_line(report)}\n")
             tool = report.get("tool") or {}
             who = f"hills {tool.get('version')}" if tool.get("version") else "hills"
-            trust = "" if report.get("official") else f"  [unofficial: {report.get('official_reason') or report.get('trust')}]"
+            why = report.get("official_reason") or report.get("trust")
+            trust = "" if report.get("official") else f"  [unofficial: {why}]"
             out.write(f"  signed {report.get('timestamp', '?')} by {who}{trust}\n")
             out.write(f"  key: {signer_text(found, report)}\n")
             out.write(f"  trust: {trust_text(report)}\n")
