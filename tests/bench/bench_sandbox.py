@@ -12,7 +12,7 @@ One more line, without a target, alternates the two hills back to back on
 one server: there each call finds the standby made for the other hill, or
 none yet, and which of the two gets one first is a race (the unconfined
 hill's standby boots sooner), so that line measures the race more than the
-sandbox (docs/decisions.md, "The sandbox benchmark climbs each hill from
+sandbox (docs/decisions.md D-188, "The sandbox benchmark climbs each hill from
 its own machine state")."""
 
 import json
