@@ -12,7 +12,7 @@ from .output import emit, say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from typing import Any
 
     from ..hill import Hill
@@ -74,7 +74,7 @@ def _tell(message: str | None, hint: str | None) -> None:
             say(f"hint: {hint}")
 
 
-def _here(target: Hill, options: EvalOptions) -> Iterator[tuple[dict[str, Any], int, BaseException | None]]:
+def _here(target: Hill, options: EvalOptions) -> Iterator[tuple[Mapping[str, Any], int, BaseException | None]]:
     """Each submission's eval in turn, as (line, exit code, what stopped it)."""
     from .. import evaluate
     from .eval import render
@@ -99,7 +99,7 @@ def _here(target: Hill, options: EvalOptions) -> Iterator[tuple[dict[str, Any], 
 
 
 def _on_cluster(target: Hill, on: str,
-                options: EvalOptions) -> Iterator[tuple[dict[str, Any], int, BaseException | None]]:
+                options: EvalOptions) -> Iterator[tuple[Mapping[str, Any], int, BaseException | None]]:
     """Each submission as an eval on the cluster `on`, --workers at a time, yielded in input order."""
     import concurrent.futures
 

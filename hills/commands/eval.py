@@ -16,8 +16,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from collections.abc import Mapping
+
     from ..evaluate import EvalRequest
     from ..hill import Hill
+    from ..report_types import Report
 
 HELP = """Score the submission folder DIR against a hill's committed evaluator.
 
@@ -180,7 +183,7 @@ def standby_request(args: list[str]) -> EvalRequest | None:
     return options.request(hill.resolve(options.hill_name), options.submissions[0])
 
 
-def _emit_report(report: dict, output: str | None, as_json: bool, summary_only: bool = False) -> None:
+def _emit_report(report: Report, output: str | None, as_json: bool, summary_only: bool = False) -> None:
     text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
     if output:
         from .. import state
@@ -196,7 +199,7 @@ def _check_output_path(output: str) -> None:
         raise errors.UsageError(f"cannot write the report to '{output}': folder '{folder}' does not exist")
 
 
-def render(report: dict, submission: str, headed: bool = False) -> None:
+def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> None:
     """The summary of a report on stderr: verdict, metrics, config, why;
     the hill and the submission unless the header said them already."""
     from ..report import summary_line
@@ -229,7 +232,7 @@ def render(report: dict, submission: str, headed: bool = False) -> None:
         say(f"  unofficial   {report['official_reason']}")
 
 
-def _render_config(report: dict) -> None:
+def _render_config(report: Mapping[str, Any]) -> None:
     if report.get("config"):
         say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
                                          for c in report["config"])
