@@ -13,7 +13,7 @@ from .errors import HillsError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 SHIM = os.path.join(os.path.dirname(__file__), "shim.py")
@@ -187,7 +187,7 @@ def readme_check(hill_dir: str) -> Result:
     return Result("readme", "ok", "README.md holds the task, no template note")
 
 
-def isolation_check(spec: dict[str, Any], hill_name: str, hill_dir: str, python: str) -> Result:
+def isolation_check(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: str) -> Result:
     """A warning for `sandbox: none`, which the hill's author declared:
     submitted code runs unconfined. Otherwise bubblewrap is usable (the
     checks were refused already where it is not), and a failure when it

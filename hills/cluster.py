@@ -25,6 +25,10 @@ from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT
                      NotScored, UsageError)
 from .hill import Hill
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .manifest_types import Manifest
+
 INSTALL_HINT = "install the extra on this machine and every node: pip install 'hills[ray]'"
 Say = Callable[[str], None]
 # The node workers (one Ray actor per CPU, or per GPU for a GPU hill) outlive
@@ -483,7 +487,7 @@ def _scratch() -> str:
     return folder
 
 
-def _pinned(hill: Hill) -> tuple[str, str, dict[str, Any]]:
+def _pinned(hill: Hill) -> tuple[str, str, Manifest]:
     """(commit, tree hash, manifest) of the version the cluster scores: HEAD
     of a clean hill, the approved one when a version is pinned."""
     from . import pin

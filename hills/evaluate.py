@@ -36,12 +36,12 @@ if TYPE_CHECKING:
     from typing import Any, ContextManager
 
     from .hill import Hill
+    from .manifest_types import Manifest as Spec  # a parsed hill.yaml (manifest.py)
+    from .report_types import Report
     from .standby import Standby
     from .trust import Keys
 
     Say = Callable[[str], None]
-    Spec = dict[str, Any]  # a parsed hill.yaml (manifest.py)
-    Report = dict[str, Any]
     Locks = dict[str, dict[str, Any]]  # lock file name -> its entries
 
 NOTES_REF = "refs/notes/hills/reports"
@@ -1315,16 +1315,16 @@ def _run_logged(plan: EvalPlan, run_dir: str, envelope: Report, say: Say, held: 
         with state.write_errors_as_problems(run_dir):
             _pipeline(plan, run_dir, envelope, say, start, held)
     except HillsError as exc:
-        envelope.update(status="refused", passed=False, reason=exc.message)
+        envelope.update({"status": "refused", "passed": False, "reason": exc.message})
         _finish(plan, envelope, start.link)
         return Outcome(envelope, exc.exit_code, exc.message, exc.hint, exc)
     except KeyboardInterrupt:
         if envelope["status"] != "interrupted":  # else the runner already said which signal
-            envelope.update(status="interrupted", passed=False, reason="interrupted by the user (Ctrl-C)")
+            envelope.update({"status": "interrupted", "passed": False, "reason": "interrupted by the user (Ctrl-C)"})
         return _interrupted(plan, envelope, start.link)
     except Exception as exc:
         message = f"internal error in hills: {type(exc).__name__}: {exc}"
-        envelope.update(status="buggy", passed=False, reason=message)
+        envelope.update({"status": "buggy", "passed": False, "reason": message})
         _finish(plan, envelope, start.link)
         return Outcome(envelope, EXIT_BUG, message, error=exc)
     if envelope["status"] == "interrupted":  # the runner said which signal stopped it
@@ -1389,7 +1389,8 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     if runs.output_dropped:
         envelope["output_dropped_bytes"] = runs.output_dropped
     if runs.cores:
-        envelope.update(replicates.aggregate(list(runs.cores)))
+        combined: Any = replicates.aggregate(list(runs.cores))  # report keys (report.normalize_core)
+        envelope.update(combined)
     envelope["replicates"] = len(runs.cores)
     # How the evaluator was confined: primary config, so an unconfined
     # report never ranks beside confined ones (rank.primary_tuple).
@@ -1406,7 +1407,7 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     if hits and runs.status not in ("passing", "interrupted"):
         named = "; ".join(f"{hit['cap']} (limit {hit['limit']}, seen {hit.get('seen')})" for hit in hits)
         reason = f"{reason or runs.status}; submitted code was stopped at its cap: {named}"
-    envelope.update(status=runs.status, passed=runs.status == "passing", reason=reason)
+    envelope.update({"status": runs.status, "passed": runs.status == "passing", "reason": reason})
     report_module.judge(envelope, ctx.spec)  # comparability and plausibility (hills-report(5))
     if runs.status != "interrupted" and not req.current:
         _check_locks(plan.hill, expected, cache)
@@ -1709,8 +1710,9 @@ def _finish(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None = Non
     # Names from the submission and text from the evaluator may hold lone
     # surrogates; the report is UTF-8, so they become visible escapes.
     cleaned = signing.clean_text(envelope)
-    envelope.clear()
-    envelope.update(cleaned)
+    plain: Any = envelope  # emptied and refilled in place: the callers hold this dict
+    plain.clear()
+    plain.update(cleaned)
     envelope["signer"] = plan.key.fingerprint
     envelope["signature"] = signing.sign(envelope, plan.key)
     path = attempts_path(hill.name, plan.log_tree, hill.path)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
     from typing import Any
 
+    from .manifest_types import Manifest
+
 HILLS_DIR = ".hills"
 # Kept out of every hill's tree; written at creation and at commit, never during an eval.
 BASE_EXCLUDES = ["/.vc/", "/private/", "__pycache__/", "*.py[cod]", ".pytest_cache/", ".DS_Store"]
@@ -32,11 +34,11 @@ class Hill:
     def __repr__(self) -> str:
         return f"Hill({self.path!r})"
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> Manifest:
         return working_manifest(self.path)
 
 
-def working_manifest(hill_dir: str) -> dict:
+def working_manifest(hill_dir: str) -> Manifest:
     """manifest.load, remembered by the text of hill.yaml, the folder's name
     and the hills source (sealed JSON in machine state), so a command that
     only needs the keys, a re-commit say, loads no parser. Errors come from

@@ -14,6 +14,10 @@ from .names import validate_name
 from .schema import (At, Key, ListOf, MapOf, Maybe, Table, anything, docs, empty, is_count, is_number, null, one_of,
                      scalar, show)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .manifest_types import Manifest
+
 SPEC_VERSION = 1
 PARAM_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESOURCE_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -595,25 +599,26 @@ def parse_cli_value(name: str, spec: dict[str, Any], text: str) -> Any:
     return coerce_value(name, spec, value)
 
 
-def validate(raw: Any, source: str, folder_name: str | None = None) -> dict[str, Any]:
+def validate(raw: Any, source: str, folder_name: str | None = None) -> "Manifest":
     """Validate a parsed hill.yaml mapping against KEYS; return a plain,
     defaulted dict. `folder_name`, when given, is the name the hill must have."""
     if not isinstance(raw, dict):
         raise UsageError(f"'{source}': expected a mapping at the top level, got {_show(raw)}")
     at = At(source, quote=_show)
-    spec = KEYS(raw, at)
+    checked: Any = KEYS(raw, at)
+    spec: "Manifest" = checked  # the table's keys, each checked and defaulted
     if folder_name is not None and spec["name"] != folder_name:
         at.child("name").fail(f"'{folder_name}' (the hill's folder name)", spec["name"])
     return spec
 
 
-def parse_text(text: str, source: str, folder_name: str | None = None) -> dict[str, Any]:
+def parse_text(text: str, source: str, folder_name: str | None = None) -> "Manifest":
     """Parse hill.yaml text (round-trip loader, within yamlfile's bounds)
     and validate it."""
     return validate(_plain(yamlfile.load(text, source, typ="rt")), source, folder_name)
 
 
-def load(hill_dir: str) -> dict[str, Any]:
+def load(hill_dir: str) -> "Manifest":
     path = os.path.join(hill_dir, "hill.yaml")
     try:
         text = yamlfile.read_text(path)
@@ -629,4 +634,4 @@ def load(hill_dir: str) -> dict[str, Any]:
     return copy.deepcopy(_parsed[memo_key])
 
 
-_parsed: dict[tuple[str, str, str], dict[str, Any]] = {}
+_parsed: "dict[tuple[str, str, str], Manifest]" = {}

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
+    from .report_types import Report
+
 EVENTS_CAP = 4 * 1024 * 1024
 # Starts of submitted code whose cost is the submission's (the frozen unit
 # tests are the hill's).
@@ -130,7 +132,7 @@ def audit(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "suspicious": any(counts.get(kind) for kind in SUSPICIOUS)}
 
 
-def attach(envelope: dict[str, Any], events_path: str, spec: Mapping[str, Any]) -> None:
+def attach(envelope: Report, events_path: str, spec: Mapping[str, Any]) -> None:
     """Add `measured`, `claimed`, `audit`, `fingerprint` and `timing_metrics`
     to a report; a claim that disagrees makes it unofficial, with the reason."""
     events = read_events(events_path)
@@ -148,7 +150,7 @@ def attach(envelope: dict[str, Any], events_path: str, spec: Mapping[str, Any]) 
     envelope["claimed"] = claimed
     reason = disagreement(claimed)
     if reason and envelope.get("official"):
-        envelope.update(official=False, official_reason=reason)
+        envelope.update({"official": False, "official_reason": reason})
     elif reason:
         envelope["official_reason"] = "; ".join(r for r in (envelope.get("official_reason"), reason) if r)
 

@@ -14,7 +14,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import TextIO
 
 LIVE, LINES, OFF = "live", "lines", "off"
@@ -176,7 +176,7 @@ def phase(say: object, text: str) -> None:
         start(text)
 
 
-def header(say: object, envelope: dict[str, object], submission: str, version: object = None) -> None:
+def header(say: object, envelope: Mapping[str, object], submission: str, version: object = None) -> None:
     """Tell `say`, when it keeps a progress line, what is about to be
     scored: the hill and its version, the submission and its hash."""
     start = getattr(say, "header", None)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+    from .report_types import Report, Tool
+
 
 class Malformed(Exception):
     """The evaluator's result breaks the contract; the message says where."""
@@ -120,7 +122,7 @@ def _check_declared(metrics: Sequence[Mapping[str, Any]], declared: Sequence[Map
         raise Malformed(f"the result has {len(metrics)} metric(s), but hill.yaml declares {len(declared)} ({names})")
 
 
-def judge(envelope: dict[str, Any], spec: Mapping[str, Any]) -> None:
+def judge(envelope: Report, spec: Mapping[str, Any]) -> None:
     """What hill.yaml adds to a scored report: each param's default and the
     neutral ones, so that a report with other values ranks apart
     (hills-rank(1)); and status `implausible` for a passing result outside
@@ -132,7 +134,7 @@ def judge(envelope: dict[str, Any], spec: Mapping[str, Any]) -> None:
         return
     reason = implausibility(envelope.get("metrics") or [], spec.get("metrics") or [], envelope.get("params") or {})
     if reason is not None:
-        envelope.update(status="implausible", passed=False, reason=reason)
+        envelope.update({"status": "implausible", "passed": False, "reason": reason})
 
 
 def implausibility(metrics: Sequence[Mapping[str, Any]], declared: Sequence[Mapping[str, Any]],
@@ -175,7 +177,7 @@ def _check_json_finite(value: object, where: str) -> None:
 _TOOL_HASH: str | None = None
 
 
-def tool_identity() -> dict[str, str]:
+def tool_identity() -> Tool:
     """{version, sha256} of the hills package that produced a report."""
     global _TOOL_HASH
     if _TOOL_HASH is None:

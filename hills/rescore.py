@@ -15,7 +15,7 @@ from .errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any
 
     from .hill import Hill
@@ -75,7 +75,7 @@ def _read_index() -> dict[str, Any]:
     return index if isinstance(index, dict) else {}
 
 
-def keep(source_dir: str, report: dict[str, Any]) -> None:
+def keep(source_dir: str, report: Mapping[str, Any]) -> None:
     """Keep the snapshot of an official eval (hard links where the file
     system allows, copies elsewhere), note which hill used it and whether it
     passed, and prune the store to its budget: first the oldest snapshots
@@ -93,7 +93,7 @@ def keep(source_dir: str, report: dict[str, Any]) -> None:
         sys.stderr.write(f"hills: warning: the submission snapshot was not kept for hills rescore: {said}\n")
 
 
-def _keep(source_dir: str, report: dict[str, Any]) -> None:
+def _keep(source_dir: str, report: Mapping[str, Any]) -> None:
     submission_hash = report.get("submission_hash")
     if not isinstance(submission_hash, str) or not os.path.isdir(source_dir):
         return
@@ -190,11 +190,11 @@ def resolve_tree(hill: Hill, text: str) -> str:
                          hint=f"give a commit or tree hash; 'hills log {hill.name}' lists the versions") from None
 
 
-def _moved(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def _moved(old: dict[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """One row: the old and new primary metric and status, and how far the
     score collapsed (positive: worse now; a report no longer passing is
     the worst)."""
-    def primary(report: dict[str, Any]) -> tuple[str | None, str, float | None]:
+    def primary(report: Mapping[str, Any]) -> tuple[str | None, str, float | None]:
         metrics = report.get("metrics") or []
         if not metrics:
             return None, "max", None

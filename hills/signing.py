@@ -24,7 +24,7 @@ from .errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from pathlib import Path
     from typing import Any, NoReturn
 
@@ -110,16 +110,16 @@ def _find_unencodable(value: object, path: str) -> tuple[str, str] | None:
     return path, f"a {type(value).__name__}, which JSON cannot hold"
 
 
-def _unsigned(envelope: dict[str, Any]) -> dict[str, Any]:
+def _unsigned(envelope: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in envelope.items() if key != "signature"}
 
 
-def message(envelope: dict[str, Any]) -> bytes:
+def message(envelope: Mapping[str, Any]) -> bytes:
     """The bytes a report's signature signs: its canonical JSON without `signature`."""
     return canonical_json(_unsigned(envelope))
 
 
-def sign(envelope: dict[str, Any], keys: Keys) -> str:
+def sign(envelope: Mapping[str, Any], keys: Keys) -> str:
     """The signature of `envelope` as it stands (its own `signature` key is
     ignored): `sshsig:` and the base64 of an SSHSIG blob over `message`.
     A report that says `trust: "service"` is signed only by the service's

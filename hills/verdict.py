@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .evaluate import EvalRequest, Outcome
+    from .report_types import Report
 
 LEVEL = 0.05
 TEST = "paired t-test, two-sided, on candidate minus reference per pair"
@@ -143,7 +144,7 @@ def order(pairs: int) -> list[tuple[int, str]]:
     return runs
 
 
-def _primary(report: dict[str, Any]) -> tuple[str, str, float] | None:
+def _primary(report: Mapping[str, Any]) -> tuple[str, str, float] | None:
     metrics = report.get("metrics") or []
     if not metrics or report.get("status") != "passing":
         return None
@@ -159,7 +160,7 @@ def _with(request: EvalRequest, **changes: Any) -> EvalRequest:
 
 
 def run(candidate: EvalRequest, reference_dir: str, pairs: int,
-        say: Callable[[str], None]) -> tuple[dict[str, Any], int, Outcome | None]:
+        say: Callable[[str], None]) -> tuple[Mapping[str, Any], int, Outcome | None]:
     """Run the A/B comparison; returns (the signed A/B report, exit code,
     the outcome that stopped it early, if any). Each run is one replicate,
     logged and signed like any eval."""
@@ -176,14 +177,14 @@ def run(candidate: EvalRequest, reference_dir: str, pairs: int,
     sides: dict[str, dict[str, Any]] = {side: {"values": [], "run_ids": [], "submission_hash": None}
                                         for side in requests}
     metric: tuple[str, str] | None = None
-    last: dict[str, Any] = {}
+    last: Report = {}
     for pair, side in order(pairs):
         say(f"hills: A/B pair {pair + 1} of {pairs}: {side}")
         outcome = evaluate.evaluate(requests[side], say=say)
-        report = outcome.report
-        primary = _primary(report)
+        found = outcome.report
+        primary = _primary(found)
         if outcome.error is not None or primary is None:
-            return report, outcome.exit_code if outcome.error is not None else EXIT_NO, outcome
+            return found, outcome.exit_code if outcome.error is not None else EXIT_NO, outcome
         name, direction, value = primary
         if metric is not None and metric != (name, direction):
             raise UsageError(f"the {side} reports metric '{name}' ({direction}), the other side '{metric[0]}' "
@@ -191,10 +192,10 @@ def run(candidate: EvalRequest, reference_dir: str, pairs: int,
         metric = (name, direction)
         entry = sides[side]
         entry["values"].append(value)
-        entry["run_ids"].append(report.get("run_id"))
-        entry["submission_hash"] = report.get("submission_hash")
+        entry["run_ids"].append(found.get("run_id"))
+        entry["submission_hash"] = found.get("submission_hash")
         if side == "candidate":
-            last = report
+            last = found
     assert metric is not None
     decision = decide(sides["reference"]["values"], sides["candidate"]["values"], metric[1])
     report = {key: last.get(key) for key in ("hill", "tree_hash", "commit", "params", "param_defaults",

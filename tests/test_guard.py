@@ -238,6 +238,34 @@ def test_report_page_documents_every_envelope_field():
     assert statuses == list(report.STATUSES)
 
 
+def _typed_keys(shape):
+    return set(shape.__required_keys__) | set(shape.__optional_keys__)
+
+
+def test_the_report_type_has_the_fields_of_the_report_page():
+    """hills.report_types.Report, what mypy holds the code's reports to,
+    names exactly the FIELDS of hills-report(5): a key typed but not
+    documented, or documented but not typed, fails here."""
+    from hills.report_types import Report
+
+    documented = set(re.findall(r"^``(\w+)`` \(", _section(MAN_DIR / "hills-report.5.rst", "FIELDS"), re.MULTILINE))
+    typed = _typed_keys(Report)
+    assert "signature" in typed and "tree_hash" in documented
+    assert not typed - documented, f"typed in hills/report_types.py, not in hills-report(5): {typed - documented}"
+    assert not documented - typed, f"in hills-report(5), not typed in hills/report_types.py: {documented - typed}"
+
+
+def test_the_manifest_type_has_the_keys_of_the_key_table():
+    """hills.manifest_types.Manifest names exactly the keys of
+    manifest.KEYS, the table hill.yaml(5) is written from."""
+    from hills.manifest_types import Manifest
+
+    typed, table = _typed_keys(Manifest), {key.name for key in manifest.KEYS.keys}
+    assert "evaluator" in typed and "limits" in table
+    assert not typed - table, f"typed in hills/manifest_types.py, not in manifest.KEYS: {typed - table}"
+    assert not table - typed, f"in manifest.KEYS, not typed in hills/manifest_types.py: {table - typed}"
+
+
 # ---------------------------------------------------------------- README
 
 def test_readme_reference_table_has_a_row_per_verb():

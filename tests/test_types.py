@@ -128,3 +128,39 @@ def test_the_modules_exempt_from_annotations_only_shrink():
         if files and not any(_untyped_defs(path) for path in files):
             done.append(module)
     assert not done, f"fully annotated, so remove from the mypy override list in pyproject.toml: {', '.join(done)}"
+
+
+SHAPES = ("report_types", "manifest_types")
+
+
+def _runtime_relative_imports(node):
+    """The names of the hills modules `node` imports at run time (relative
+    imports, `from . import X` and `from .X import Y`), in functions too;
+    not those under `if TYPE_CHECKING:`."""
+    if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        return [name for child in node.orelse for name in _runtime_relative_imports(child)]
+    found = []
+    if isinstance(node, ast.ImportFrom) and node.level:
+        found += [node.module.split(".")[-1]] if node.module else [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hills."):
+        found.append(node.module.split(".")[-1])
+    if isinstance(node, ast.Import):
+        found += [alias.name.split(".")[-1] for alias in node.names if alias.name.startswith("hills.")]
+    return found + [name for child in ast.iter_child_nodes(node) for name in _runtime_relative_imports(child)]
+
+
+def test_the_json_shapes_are_read_by_the_type_checker_only():
+    """The report's and the manifest's TypedDicts import typing: a module
+    that imported them at run time would put it on the eval path."""
+    importers = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.stem in SHAPES:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        used = set(_runtime_relative_imports(tree)) & set(SHAPES)
+        if used:
+            importers[str(path.relative_to(REPO_ROOT))] = sorted(used)
+    assert not importers, f"import these under TYPE_CHECKING only: {importers}"
+    typed = [path for path in PACKAGE.rglob("*.py") if path.stem not in SHAPES
+             and any(f"{shape} import" in path.read_text(encoding="utf-8") for shape in SHAPES)]
+    assert len(typed) >= 5, typed  # the check above looked at the modules that use them

@@ -12,38 +12,40 @@ from .output import emit, say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from typing import Any
 
+    from ..hill import Hill
+    from .eval import EvalOptions
 
-def run_many(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], *, final: bool, force: bool,
-             current: bool, queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
-             knobs: tuple[str, ...], on: str | None, workers: int | None, summary_only: bool = False) -> int:
-    """Each submission's eval, here or with `on` on a cluster; `as_json`
-    says no summaries, `summary_only` prints no lines (FILE gets them)."""
+
+def run_many(options: EvalOptions) -> int:
+    """Each submission's eval, here or with --on on a cluster; --json or
+    --quiet say no summaries, --summary-only prints no lines (FILE gets them)."""
     from .. import hill
     from .eval import _check_output_path
 
+    submissions, output, on = options.submissions, options.output, options.on
     for submission in submissions:
         if not os.path.isdir(submission):
             raise errors.UsageError(f"submission '{submission}' is not a folder",
                                     hint="a submission is a folder; pass its path")
     if output:
         _check_output_path(output)
-    target = hill.resolve(hill_name)
+    target = hill.resolve(options.hill_name)
     if on is not None:
-        for flag, given in (("--current", current), ("--force", force), ("-v", verbose)):
+        for flag, given in (("--current", options.current), ("--force", options.force), ("-v", options.verbose)):
             if given:
                 raise errors.UsageError(f"{flag} cannot be combined with --on",
                                         hint="a cluster scores the committed version, and the evaluator's output "
                                              "stays on the node that ran it")
-        lines = _on_cluster(target, submissions, params, final, repeat, knobs, on, workers, as_json)
+        lines = _on_cluster(target, on, options)
     else:
-        lines = _here(target, submissions, params, final, force, current, queue, verbose, repeat, knobs, as_json)
+        lines = _here(target, options)
     codes, texts, crash = [], [], None
     for line, code, error in lines:
         text = json.dumps(line, ensure_ascii=False)
-        if not summary_only:
+        if not options.summary_only:
             emit(text)
         texts.append(text)
         codes.append(code)
@@ -72,16 +74,14 @@ def _tell(message: str | None, hint: str | None) -> None:
             say(f"hint: {hint}")
 
 
-def _here(target: Any, submissions: tuple[str, ...], params: tuple[str, ...], final: bool, force: bool,
-          current: bool, queue: bool, verbose: bool, repeat: int | None, knobs: tuple[str, ...],
-          as_json: bool) -> Iterator[tuple[dict[str, Any], int, BaseException | None]]:
+def _here(target: Hill, options: EvalOptions) -> Iterator[tuple[Mapping[str, Any], int, BaseException | None]]:
     """Each submission's eval in turn, as (line, exit code, what stopped it)."""
     from .. import evaluate
     from .eval import render
 
-    for submission in submissions:
-        request = evaluate.EvalRequest(target, submission, tuple(params), final=final, force=force, current=current,
-                                       queue=queue, verbose=verbose, repeat=repeat, knobs=tuple(knobs) or None)
+    summaries = not (options.as_json or options.quiet)
+    for submission in options.submissions:
+        request = options.request(target, submission)
         try:
             outcome = evaluate.evaluate(request, say=say)
         except errors.NotScored:
@@ -93,28 +93,29 @@ def _here(target: Any, submissions: tuple[str, ...], params: tuple[str, ...], fi
             continue
         if outcome.error is not None and not outcome.crashed and not isinstance(outcome.error, KeyboardInterrupt):
             _tell(outcome.message, outcome.hint)
-        elif not as_json and outcome.error is None:
+        elif summaries and outcome.error is None:
             render(outcome.report, submission)
         yield outcome.report, outcome.exit_code, outcome.error
 
 
-def _on_cluster(target: Any, submissions: tuple[str, ...], params: tuple[str, ...], final: bool,
-                repeat: int | None, knobs: tuple[str, ...], on: str, workers: int | None,
-                as_json: bool) -> Iterator[tuple[dict[str, Any], int, BaseException | None]]:
-    """Each submission as an eval on the cluster, `workers` at a time, yielded in input order."""
+def _on_cluster(target: Hill, on: str,
+                options: EvalOptions) -> Iterator[tuple[Mapping[str, Any], int, BaseException | None]]:
+    """Each submission as an eval on the cluster `on`, --workers at a time, yielded in input order."""
     import concurrent.futures
 
     from .. import cluster
     from .eval import render
 
+    summaries = not (options.as_json or options.quiet)
     session = cluster.Session(target, on, say)
-    jobs = [cluster.Job(submission, tuple(params), tuple(knobs) or None, final, repeat) for submission in submissions]
+    jobs = [cluster.Job(submission, tuple(options.params), tuple(options.knobs) or None, options.final, options.repeat)
+            for submission in options.submissions]
     try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers or len(jobs)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=options.workers or len(jobs)) as pool:
             try:
                 for result in pool.map(session.run, jobs):
                     _tell(result.message, result.hint)
-                    if result.report is not None and not as_json:
+                    if result.report is not None and summaries:
                         render(result.report, result.job.submission)
                     yield result.line, result.exit_code, None
             except KeyboardInterrupt:

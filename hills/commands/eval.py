@@ -2,10 +2,13 @@
 evaluator. Declared as plain data (hills.commands.fast), so an ordinary
 call parses and runs without importing click."""
 
+from __future__ import annotations
+
 import json
 import os
 
 from .. import errors
+from ..records import frozen
 from . import fast
 from .output import emit, say
 
@@ -13,7 +16,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from collections.abc import Mapping
+
     from ..evaluate import EvalRequest
+    from ..hill import Hill
+    from ..report_types import Report
 
 HELP = """Score the submission folder DIR against a hill's committed evaluator.
 
@@ -66,10 +73,52 @@ DECLARED = fast.Declared("eval", HELP, [
 ])
 
 
-def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], final: bool, force: bool,
-        current: bool, queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
-        knobs: tuple[str, ...], on: str | None = None, workers: int | None = None, summary_only: bool = False,
-        quiet: bool = False, progress: bool = False, against: str | None = None) -> int:
+@frozen
+class EvalOptions:
+    """What `hills eval` was asked, as its parser gives it: one field per
+    parameter of DECLARED, by its dest. Click's callback and the fast parse
+    make it, the batch path and the standby read it, and the service's eval
+    fields (hills.service_requests) give the same names; `request` is the
+    one place an EvalRequest is built from it."""
+
+    submissions: tuple[str, ...]
+    hill_name: str
+    params: tuple[str, ...] = ()
+    final: bool = False
+    force: bool = False
+    current: bool = False
+    queue: bool = False
+    verbose: bool = False
+    output: str | None = None
+    repeat: int | None = None
+    against: str | None = None
+    knobs: tuple[str, ...] = ()
+    as_json: bool = False
+    on: str | None = None
+    workers: int | None = None
+    summary_only: bool = False
+    quiet: bool = False
+    progress: bool = False
+
+    def request(self, target: Hill, submission: str) -> EvalRequest:
+        """The eval of `submission` against the resolved hill `target`."""
+        from ..evaluate import EvalRequest
+
+        return EvalRequest(target, submission, tuple(self.params), final=self.final, force=self.force,
+                           current=self.current, queue=self.queue, verbose=self.verbose, repeat=self.repeat,
+                           knobs=tuple(self.knobs) or None)
+
+    def batched(self) -> bool:
+        """Whether the evals go to the batch path: several DIRs, or --on."""
+        return self.on is not None or len(self.submissions) > 1
+
+
+def run(**given: Any) -> int:
+    """The command as click and the fast parse call it, the options by their dests."""
+    return run_options(EvalOptions(**given))
+
+
+def run_options(options: EvalOptions) -> int:
     """The command: the report on stdout (and in FILE), the summary on stderr;
     with several DIRs or --on, one JSON line per submission, in order."""
     problem = errors.first_missing_dependency()
@@ -77,34 +126,32 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
         raise problem
     from .. import evaluate, hill
 
-    if workers is not None and on is None:
+    if options.workers is not None and options.on is None:
         raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
-    if on is not None or len(submissions) > 1:
+    if options.batched():
         from . import batch
 
-        if against is not None:
+        if options.against is not None:
             raise errors.UsageError("--against compares one submission with REF: it takes one DIR, without --on")
-        return batch.run_many(submissions, hill_name, params, final=final, force=force, current=current,
-                              queue=queue, verbose=verbose, output=output, as_json=as_json or quiet, repeat=repeat,
-                              knobs=knobs, on=on, workers=workers, summary_only=summary_only)
-    submission = submissions[0]
-    request = evaluate.EvalRequest(hill.resolve(hill_name), submission, tuple(params), final=final, force=force,
-                                   current=current, queue=queue, verbose=verbose, repeat=repeat,
-                                   knobs=tuple(knobs) or None)
+        return batch.run_many(options)
+    submission = options.submissions[0]
+    request = options.request(hill.resolve(options.hill_name), submission)
+    output, as_json, quiet = options.output, options.as_json, options.quiet
     if output:
         _check_output_path(output)
-    if against is not None:
+    if options.against is not None:
         from . import ab
 
-        return ab.command(request, against, repeat, output=output, as_json=as_json, quiet=quiet)
+        return ab.command(request, options.against, options.repeat, output=output, as_json=as_json, quiet=quiet)
     from ..progress import LINES, Progress, mode_for
 
     # On a terminal the header comes first and a live line runs below it;
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
-    with Progress(mode_for(quiet or as_json, progress, verbose, elsewhere=LINES), quiet_messages=quiet) as shown:
+    with Progress(mode_for(quiet or as_json, options.progress, options.verbose, elsewhere=LINES),
+                  quiet_messages=quiet) as shown:
         outcome = evaluate.evaluate(request, say=shown)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
-        _emit_report(outcome.report, output, as_json, summary_only)
+        _emit_report(outcome.report, output, as_json, options.summary_only)
     if outcome.error is not None:
         raise outcome.error  # the refusal, interrupt or bug: said by the funnel like any other
     if not as_json and not quiet:
@@ -112,34 +159,31 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
     return outcome.exit_code
 
 
-def standby_request(args: list[str]) -> "EvalRequest | None":
-    """The EvalRequest `hills eval ARGS` makes where a standby can be made
-    for it (docs/standby.md): one DIR scored here, without --against, its
-    output path fine; None for anything else (help, a mistake included)."""
+def parsed_options(args: list[str]) -> EvalOptions | None:
+    """The options the fast parse gives `hills eval ARGS`; None for an argv
+    it leaves to click (help, a mistake)."""
     parsed = DECLARED.parse(args)
     if parsed is None:
         return None
-    made: Any = _standby_request  # the parsed values are the options' own types
-    result: EvalRequest | None = made(**parsed)
-    return result
+    given: Any = parsed  # the parsed values are the options' own types
+    return EvalOptions(**given)
 
 
-def _standby_request(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], final: bool,
-                     force: bool, current: bool, queue: bool, verbose: bool, output: str | None, repeat: int | None,
-                     knobs: tuple[str, ...], on: str | None = None, workers: int | None = None,
-                     against: str | None = None, **shown: object) -> "EvalRequest | None":
-    if on is not None or against is not None or workers is not None or len(submissions) != 1:
+def standby_request(args: list[str]) -> EvalRequest | None:
+    """The EvalRequest `hills eval ARGS` makes where a standby can be made
+    for it (docs/standby.md): one DIR scored here, without --against, its
+    output path fine; None for anything else (help, a mistake included)."""
+    options = parsed_options(args)
+    if options is None or options.batched() or options.against is not None or options.workers is not None:
         return None
-    if output:
-        _check_output_path(output)
-    from .. import evaluate, hill
+    if options.output:
+        _check_output_path(options.output)
+    from .. import hill
 
-    return evaluate.EvalRequest(hill.resolve(hill_name), submissions[0], tuple(params), final=final, force=force,
-                                current=current, queue=queue, verbose=verbose, repeat=repeat,
-                                knobs=tuple(knobs) or None)
+    return options.request(hill.resolve(options.hill_name), options.submissions[0])
 
 
-def _emit_report(report: dict, output: str | None, as_json: bool, summary_only: bool = False) -> None:
+def _emit_report(report: Report, output: str | None, as_json: bool, summary_only: bool = False) -> None:
     text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
     if output:
         from .. import state
@@ -155,7 +199,7 @@ def _check_output_path(output: str) -> None:
         raise errors.UsageError(f"cannot write the report to '{output}': folder '{folder}' does not exist")
 
 
-def render(report: dict, submission: str, headed: bool = False) -> None:
+def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> None:
     """The summary of a report on stderr: verdict, metrics, config, why;
     the hill and the submission unless the header said them already."""
     from ..report import summary_line
@@ -188,7 +232,7 @@ def render(report: dict, submission: str, headed: bool = False) -> None:
         say(f"  unofficial   {report['official_reason']}")
 
 
-def _render_config(report: dict) -> None:
+def _render_config(report: Mapping[str, Any]) -> None:
     if report.get("config"):
         say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
                                          for c in report["config"])
