@@ -32,7 +32,15 @@ def _decisions(text):
     problems found in the headings and their status lines."""
     lines = text.split("\n")
     found, problems = [], []
-    for number, line in enumerate(lines, 1):
+    section, holds = None, True  # the `## ` section read, and whether a `### ` heading is in it
+    for number, line in enumerate(lines + ["## "], 1):
+        if line.startswith("## "):
+            if not holds:
+                problems.append(f"section {section!r}: no decision in it (a section appended without"
+                                f" '### D-NNN Title' and a status line)")
+            section, holds = line[3:], line == "## Index" or number > len(lines)
+            continue
+        holds = holds or line.startswith("### ")
         if line.startswith("- **") and found:
             problems.append(f"line {number}: a decision written as a bullet, without an id: "
                             f"make it '### D-NNN Title' with a status line")
@@ -153,18 +161,23 @@ Text, and no status.
 - **An appended decision.** Without an id.
 
 ### A heading without an id
+
+## A section appended as prose
+
+Its text, and no heading with an id.
 """
 
 
 def test_a_broken_document_is_named_what_is_wrong():
     """The checks can fail: a status that names a decision that does not
     exist, a missing status line, a bullet without an id, a heading without
-    one, and an index that no longer matches are each reported."""
+    one, a section with no decision in it, and an index that no longer matches are each reported."""
     problems = problems_of(BROKEN)
     assert any("D-001: its status names D-003, which does not exist" in p for p in problems), problems
     assert any(p.startswith("D-002: no status line") for p in problems), problems
     assert any("a decision written as a bullet" in p for p in problems), problems
     assert any("heading without an id" in p for p in problems), problems
+    assert any(p.startswith("section 'A section appended as prose': no decision") for p in problems), problems
     assert any(p.startswith("index: its rows differ") for p in problems), problems
 
 
