@@ -91,7 +91,7 @@ def runs(name):
 
 
 def stop_servers(folder):
-    real("python", "-m", "hills.warm", "stop")
+    real("python", "-m", "hills.warm", "stop", "--all")
     deadline = time.monotonic() + 20
     while (list(folder.glob("*.sock")) or " stopped: " not in log_of(folder)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -192,13 +192,17 @@ def test_without_standbys_no_spare_waits(warm, hill, tmp_path, monkeypatch):
 
 # In-process: a spare's standby, made and adopted as in a spare.
 
+# The standbys made in this process, each ended after its test (a no-op
+# for one its eval took or ended).
+RESERVED = []
+
+
 @pytest.fixture
 def loaded():
     trust.load_library()  # as a warm server does before it forks
     yield
-    if standby.current is not None:
-        standby.current.discard()
-        standby.current = None
+    while RESERVED:
+        RESERVED.pop().discard()
 
 
 def reserved_for(name, folder):
@@ -206,7 +210,7 @@ def reserved_for(name, folder):
     evaluate.evaluate(request)  # builds the environment: a standby needs it built
     made = standby.reserve(request)
     assert made is not None
-    standby.current = made
+    RESERVED.append(made)
     return request, made
 
 
@@ -220,7 +224,7 @@ def test_nothing_of_the_hill_runs_before_the_call(loaded, tmp_path):
     assert os.listdir(run_dir / "hill") == [] and os.listdir(run_dir / "submission") == []
     log = attempts_log("early", tree_of(Path(".hills") / "early"))
     before = len(log_entries(log))
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert outcome.report["run_id"] == run_dir.name and made.used
     assert (run_dir / "imported").read_text() == "yes"
@@ -232,7 +236,7 @@ def test_a_hill_registered_after_the_standby_stays_hidden(loaded, tmp_path):
     make_hill("peeker", source(peek=str(secret.resolve())))
     request, made = reserved_for("peeker", submission(tmp_path / "s", {"score.txt": "1"}))
     make_hill("later", source(), private={"answer.txt": "42\n"})  # hidden from every other hill's eval
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert not made.used and not Path(made.ctx.run_dir).exists()  # it did not fit: ended, its folder removed
     assert outcome.report["details"]["peeked"] is None
@@ -244,7 +248,7 @@ def test_without_the_refit_the_old_standby_would_read_that_hills_private_data(lo
     request, made = reserved_for("peeker", submission(tmp_path / "s", {"score.txt": "1"}))
     make_hill("later", source(), private={"answer.txt": "42\n"})
     monkeypatch.setattr(standby, "_refit", lambda plan, held: True)  # the boundary switched off
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert made.used and outcome.report["details"]["peeked"] == "42\n"
 
@@ -255,7 +259,7 @@ def test_a_standby_that_died_meanwhile_is_not_used(loaded, tmp_path):
     process = made._started.process
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report  # a fresh evaluator scored it
     assert not made.used and outcome.report["run_id"] != os.path.basename(made.ctx.run_dir)
     assert not Path(made.ctx.run_dir).exists()

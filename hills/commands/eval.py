@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..evaluate import EvalRequest
+    from ..standby import Standby
 
 HELP = """Score the submission folder DIR against a hill's committed evaluator.
 
@@ -69,9 +70,11 @@ DECLARED = fast.Declared("eval", HELP, [
 def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], final: bool, force: bool,
         current: bool, queue: bool, verbose: bool, output: str | None, as_json: bool, repeat: int | None,
         knobs: tuple[str, ...], on: str | None = None, workers: int | None = None, summary_only: bool = False,
-        quiet: bool = False, progress: bool = False, against: str | None = None) -> int:
+        quiet: bool = False, progress: bool = False, against: str | None = None,
+        standby: "Standby | None" = None) -> int:
     """The command: the report on stdout (and in FILE), the summary on stderr;
-    with several DIRs or --on, one JSON line per submission, in order."""
+    with several DIRs or --on, one JSON line per submission, in order.
+    `standby`: a warm spare's for this call (docs/standby.md), not an option."""
     problem = errors.first_missing_dependency()
     if problem is not None:
         raise problem
@@ -102,7 +105,7 @@ def run(submissions: tuple[str, ...], hill_name: str, params: tuple[str, ...], f
     # On a terminal the header comes first and a live line runs below it;
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
     with Progress(mode_for(quiet or as_json, progress, verbose, elsewhere=LINES), quiet_messages=quiet) as shown:
-        outcome = evaluate.evaluate(request, say=shown)
+        outcome = evaluate.evaluate(request, say=shown, standby=standby)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
         _emit_report(outcome.report, output, as_json, summary_only)
     if outcome.error is not None:
