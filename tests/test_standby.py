@@ -74,6 +74,20 @@ def waiting(folder, count=1, timeout=30):
     raise AssertionError(f"no spare came to wait; warm.log:\n{log_of(folder)}")
 
 
+def shown_status(spare, timeout=10):
+    """`hills warm status`, once it shows the spare `spare` waiting (the
+    server writes what it shows as the spare tells it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = real("hills", "warm", "status")
+        assert shown.code == 0, shown.output
+        listed = json.loads(real("hills", "warm", "status", "--json").out)
+        if [row["spare"] for row in listed] == [{"pid": spare, "standby": True}] or time.monotonic() > deadline:
+            assert [row["spare"] for row in listed] == [{"pid": spare, "standby": True}], listed
+            return shown.out
+        time.sleep(0.1)
+
+
 def gone(path, timeout=10):
     """Whether `path` is removed within `timeout` (a spare ends its standby as it leaves)."""
     deadline = time.monotonic() + timeout
@@ -104,6 +118,8 @@ def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill,
     assert real("hills", "eval", folder, "-H", hill).code == 0
     reserved = waiting(warm)
     assert reserved.is_dir() and os.listdir(reserved / "hill") == [] and not (reserved / "imported").exists()
+    spare = int(log_of(warm).split(" waits with a standby in ")[-2].rsplit(" spare ", 1)[1])
+    assert f"  spare        pid {spare}, waiting with a standby" in shown_status(spare)  # hills warm status
     third = real("hills", "eval", folder, "-H", hill)
     assert third.code == 0, third.output
     assert with_standby(warm) == 1, log_of(warm)
@@ -251,6 +267,19 @@ def test_without_the_refit_the_old_standby_would_read_that_hills_private_data(lo
     outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert made.used and outcome.report["details"]["peeked"] == "42\n"
+
+
+def test_an_eval_not_handed_the_standby_starts_its_own(loaded, tmp_path):
+    make_hill("unhanded", source())
+    request, made = reserved_for("unhanded", submission(tmp_path / "s", {"score.txt": "3"}))
+    outcome = evaluate.evaluate(request)  # no standby argument: nothing found elsewhere either
+    assert outcome.exit_code == errors.EXIT_OK, outcome.report
+    assert not made.used and made.alive() and outcome.report["run_id"] != os.path.basename(made.ctx.run_dir)
+    # The control: handed it, the same eval takes it; a second eval is never handed it twice.
+    taken = evaluate.evaluate(request, standby=made)
+    assert taken.exit_code == errors.EXIT_OK and made.used
+    assert taken.report["run_id"] == os.path.basename(made.ctx.run_dir)
+    assert made.adopt(evaluate.resolve(request)) is None
 
 
 def test_a_standby_that_died_meanwhile_is_not_used(loaded, tmp_path):
