@@ -51,7 +51,7 @@ def status(as_json: bool) -> int:
 
 
 @command.command("stop", context_settings=CONTEXT)
-@click.argument("names", metavar="[SERVER]...", nargs=-1)
+@click.argument("names", metavar="[SERVER...]", nargs=-1)
 @click.option("--all", "everyone", is_flag=True, help="Stop every warm server of this user, whatever it serves.")
 def stop(names: tuple[str, ...], everyone: bool) -> int:
     """Stop the warm servers named (by id or pid), else this HILLS_HOME's."""

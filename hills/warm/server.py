@@ -255,7 +255,9 @@ class _Server:
 
     def fork_spare(self) -> None:
         """A spare for the last request served, once no worker runs."""
-        if self.spare is not None or self.children or self.reports or self.last_request is None or not standby_enabled():
+        if self.spare is not None or self.children or self.reports or self.last_request is None:
+            return
+        if not standby_enabled():
             return
         read, write = os.pipe()
         pid = os.fork()
