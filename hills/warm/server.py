@@ -73,7 +73,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
             if server.wait(1.0):
                 server.active()
             if server.accepting():
-                server.active()
+                server.active(publish=False)  # written after the fork, off the caller's path
                 try:
                     conn, _ = listener.accept()
                 except (BlockingIOError, InterruptedError):
@@ -87,6 +87,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
                     conn.close()
                     continue
                 server.fork_worker(conn)
+                server.active()
                 continue
             if stopped(path):  # its spare may have taken the connection that was to wake it
                 reason = "stopped"
@@ -148,10 +149,11 @@ class _Server:
                       "package": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "started": time.time(), "idle_s": idle_s, "active": time.time(), "spare": None}
 
-    def active(self) -> None:
-        """A request came (or the spare took one): the idle time starts again."""
+    def active(self, publish: bool = True) -> None:
+        """A request came (or the spare took one): the idle time starts
+        again; said in the info file when `publish` and it is due."""
         self._last = _now()
-        if self._last - self._published >= _PUBLISH_S:
+        if publish and self._last - self._published >= _PUBLISH_S:
             self.publish()
 
     def idle_for(self) -> float:
