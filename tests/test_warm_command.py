@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -204,22 +203,22 @@ def test_the_client_imports_nothing_the_interpreter_lacks_but_socket(warm, tmp_p
     assert sorted(loaded - hashing) == ["_socket", "hills", "hills.warm", "hills.warm.client", "hills.warm.protocol"]
 
 
-def test_the_key_covers_every_folder_of_the_package_and_nothing_outside(tmp_path):
+def test_the_key_covers_every_sub_package_and_nothing_else(tmp_path):
     from hills.warm import client
 
     package = tmp_path / "hills"
-    (package / "deep" / "deeper").mkdir(parents=True)
-    (package / "__pycache__").mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "deep" / "deeper" / "mod.py").write_text("x = 1\n")
-    (package / "__pycache__" / "cached.py").write_text("")
-    (package / "notes.txt").write_text("")
+    for folder in ("deep/deeper", "__pycache__", "examples/template"):
+        (package / folder).mkdir(parents=True)
+    for name in ("__init__.py", "deep/__init__.py", "deep/deeper/__init__.py", "deep/deeper/mod.py",
+                 "__pycache__/cached.py", "examples/template/eval.py", "notes.txt"):
+        (package / name).write_text("")
     listed = client.sources(str(package))
-    assert [line.split(":")[0] for line in listed] == ["__init__.py", os.path.join("deep", "deeper", "mod.py")]
-    before = listed
+    assert [line.split(":")[0] for line in listed] == [
+        "__init__.py", os.path.join("deep", "__init__.py"), os.path.join("deep", "deeper", "__init__.py"),
+        os.path.join("deep", "deeper", "mod.py")]
     (package / "deep" / "deeper" / "mod.py").write_text("x = 22\n")  # another size: another key
-    assert client.sources(str(package)) != before
+    assert client.sources(str(package)) != listed
     # The installed package: its sub-packages' modules are in the key.
-    names = [line.split(":")[0] for line in client.sources(str(Path(client.PACKAGE)))]
+    names = [line.split(":")[0] for line in client.sources(client.PACKAGE)]
     assert "entry.py" in names and os.path.join("warm", "server.py") in names
     assert os.path.join("commands", "eval.py") in names

@@ -84,23 +84,26 @@ def key() -> str:
 
 
 def sources(package: str) -> list[str]:
-    """`PATH:SIZE:MTIME:INODE` of every .py file in `package` and every
-    folder below it (sub-packages included, caches and hidden folders not),
-    folder by folder, each sorted: one scandir and one stat a file."""
+    """`PATH:SIZE:MTIME:INODE` of every .py file in `package` and in every
+    sub-package below it (a folder with an `__init__.py`: not the templates,
+    hooks or skills a wheel puts beside the code, nor caches), folder by
+    folder, each sorted: one scandir a folder and one stat a file."""
     found: list[str] = []
     folders = [package]
     while folders:
         folder = folders.pop(0)
-        files, below = [], []
+        files, below, names = [], [], set()
         with os.scandir(folder) as entries:
             for entry in entries:
                 if entry.name.endswith(".py") and entry.is_file():
+                    names.add(entry.name)
                     st = entry.stat()
-                    name = entry.path[len(package) + 1:]
-                    files.append(f"{name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+                    files.append(f"{entry.path[len(package) + 1:]}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
                 elif entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__" \
                         and not entry.name.startswith("."):
                     below.append(entry.path)
+        if folder != package and "__init__.py" not in names:
+            continue  # not a package: no code of hills' is below it
         found.extend(sorted(files))
         folders.extend(sorted(below))
     return found
