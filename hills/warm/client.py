@@ -164,7 +164,7 @@ def _request(program: str, args: list[str]) -> bytes:
     """This process's request: what it asks, and what it is."""
     return protocol.Request(
         program=program, cwd=os.getcwd(), umask=_umask(), passed=[fd for fd in (0, 1, 2) if _is_open(fd)],
-        args=list(args), env=dict(os.environ), limits=limits(), groups=sorted(os.getgroups()),
+        args=list(args), env=os.environ, limits=limits(), groups=sorted(os.getgroups()),
         priority=os.getpriority(0, 0), cgroup=cgroup(), namespaces=namespaces()).encode()
 
 

@@ -5,6 +5,10 @@ SCM_RIGHTS. The worker answers in lines, each a reply word and a value.
 
 Imported by the client, so it imports nothing."""
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 PROTOCOL = "hills-warm 1"
 MAX_REQUEST = 1 << 20
 REPORTED = 60 * 1024  # the largest request a worker sends back for a spare: less than a pipe holds
@@ -45,7 +49,7 @@ class Request:
     """A request: what the caller is and what it asks, each part by name."""
 
     def __init__(self, *, program: str, cwd: str, umask: int, passed: list[int], args: list[str],
-                 env: dict[str, str], limits: list[list[str]], groups: list[int], priority: int, cgroup: str,
+                 env: "Mapping[str, str]", limits: list[list[str]], groups: list[int], priority: int, cgroup: str,
                  namespaces: str, protocol: str = PROTOCOL) -> None:
         self.protocol, self.program, self.cwd, self.umask, self.passed = protocol, program, cwd, umask, passed
         self.args, self.env = args, env
