@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
+    from .standby import Standby
+
 # Verbs declared as plain data (hills.commands.fast), and the standalone
 # name of each that has one.
 FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit"}
@@ -42,7 +44,7 @@ def main() -> None:
     verb = fast_verb(program, args)
     served = None
     if verb in WARM and not _asks_help(args):
-        from . import warm
+        from .warm import client as warm
 
         if warm.enabled():
             served = warm.call(program, args)
@@ -93,9 +95,11 @@ def run(program: str, args: list[str]) -> int:
     return run_here(program, args)
 
 
-def run_here(program: str, args: list[str]) -> int:
-    """The exit code of `program` run on `args` in this process."""
-    fast = _fast_path(program, args)
+def run_here(program: str, args: list[str], standby: Standby | None = None) -> int:
+    """The exit code of `program` run on `args` in this process; `standby`:
+    the one a warm server's spare made for this call (docs/standby.md),
+    handed to its eval."""
+    fast = _fast_path(program, args, standby)
     return fast if fast is not None else _slow(program, args)
 
 
@@ -133,7 +137,7 @@ def fast_verb(program: str, args: list[str]) -> str | None:
     return next((verb for verb, name in FAST.items() if name and name == program), None)
 
 
-def _fast_path(program: str, args: list[str]) -> int | None:
+def _fast_path(program: str, args: list[str], standby: Standby | None = None) -> int | None:
     """The exit code of a call its fast path takes, or None for one it
     leaves to click (help, a mistake, another verb)."""
     verb = fast_verb(program, args)
@@ -151,6 +155,8 @@ def _fast_path(program: str, args: list[str]) -> int | None:
     parsed = module.DECLARED.parse(rest)
     if parsed is None:
         return None
+    if standby is not None:  # only an eval's spare makes one (hills.warm.spare)
+        parsed["standby"] = standby
     return commands.run(lambda: module.run(**parsed), hint=lambda: f"see '{prog} --help'")
 
 

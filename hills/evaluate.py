@@ -1081,13 +1081,14 @@ _SHIM_BOOT = ("import json,os,sys;"
               "sys.argv=[shim.__file__,'eval',json.dumps(r)];sys.exit(shim.main(sys.argv))")
 
 
-def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
+def evaluate(req: EvalRequest, say: Say = _quiet, standby: Standby | None = None) -> Outcome:
     """Run one evaluation. A refusal before the attempts log is opened (bad
     usage, a hill that allows no score) raises HillsError; from then on
     every path (scored, refused, interrupted, crashed) is logged and
-    returned as the Outcome."""
+    returned as the Outcome. `standby`: the one a warm server's spare made
+    for this call (docs/standby.md), adopted where the plan fits it."""
     plan = resolve(req)
-    held = _adopt(plan)
+    held = standby.adopt(plan) if standby is not None else None
     try:
         run_dir = _open_run(plan, held)
         envelope = _envelope(plan, os.path.basename(run_dir))
@@ -1102,13 +1103,6 @@ def evaluate(req: EvalRequest, say: Say = _quiet) -> Outcome:
         name = req.hill.name
         state.housekeeping(lambda: prune_runs(name))
     return outcome
-
-
-def _adopt(plan: EvalPlan) -> Standby | None:
-    """The standby this process holds, where `plan` fits it (docs/standby.md):
-    only a warm server's spare ever loads hills.standby and makes one."""
-    held = sys.modules.get(f"{__package__}.standby")
-    return held.adopt(plan) if held is not None else None
 
 
 def evaluate_unlogged(req: EvalRequest, run_dir: str, say: Say = _quiet) -> Report:

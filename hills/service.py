@@ -154,7 +154,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     layout = Layout(state_dir)
     layout.prepare()
     listener = _listen(path)
-    from . import warm
+    from .warm import server as warm
 
     warm.preload()  # each connection's fork starts with the eval's code loaded
     import signal

@@ -16,10 +16,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-# The standby of this process (a spare's), for its eval to adopt.
-current: Standby | None = None
-
-
 class Standby:
     """A run folder held in use, the eval context and first replicate made
     for it (folders empty), and the evaluator started in it, gated."""
@@ -32,6 +28,7 @@ class Standby:
         self._started: runner.Started | None = started
         self._lock: contextlib.ExitStack | None = lock
         self.used = False  # its eval took its process
+        self._offered = False  # an eval was handed it: a later one starts its own
 
     @contextlib.contextmanager
     def in_use(self) -> Iterator[bool]:
@@ -65,6 +62,23 @@ class Standby:
             if not keep_folder:
                 shutil.rmtree(self.ctx.run_dir, ignore_errors=True)
         self._release()
+
+    def adopt(self, plan: evaluate.EvalPlan) -> Standby | None:
+        """This standby, handed to the eval of `plan`, when the plan fits it
+        (docs/standby.md, "The threat it must not open"); else None, and
+        the standby is ended and its run folder removed. Only once: a later
+        eval starts its own."""
+        if self._offered:
+            return None
+        self._offered = True
+        try:
+            fits = _refit(plan, self)
+        except Exception:  # whatever the eval will meet, it meets in its own run folder
+            fits = False
+        if not fits:
+            self.discard()
+            return None
+        return self
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -110,24 +124,6 @@ def reserve(req: evaluate.EvalRequest) -> Standby | None:
         raise
     return Standby(_fit(plan, expected, python, ctx.sdk_dir), pristine, expected, ctx, rep, scored, outputs_dir,
                    started, lock)
-
-
-def adopt(plan: evaluate.EvalPlan) -> Standby | None:
-    """This process's standby when `plan` fits it (docs/standby.md, "The
-    threat it must not open"), else None, and any standby there was is
-    ended and its run folder removed. Only once: a later eval starts its own."""
-    global current
-    held, current = current, None
-    if held is None:
-        return None
-    try:
-        fits = _refit(plan, held)
-    except Exception:  # whatever the eval will meet, it meets in its own run folder
-        fits = False
-    if not fits:
-        held.discard()
-        return None
-    return held
 
 
 def _refit(plan: evaluate.EvalPlan, held: Standby) -> bool:

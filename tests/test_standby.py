@@ -74,6 +74,20 @@ def waiting(folder, count=1, timeout=30):
     raise AssertionError(f"no spare came to wait; warm.log:\n{log_of(folder)}")
 
 
+def shown_status(spare, timeout=10):
+    """`hills warm status`, once it shows the spare `spare` waiting (the
+    server writes what it shows as the spare tells it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = real("hills", "warm", "status")
+        assert shown.code == 0, shown.output
+        listed = json.loads(real("hills", "warm", "status", "--json").out)
+        if [row["spare"] for row in listed] == [{"pid": spare, "standby": True}] or time.monotonic() > deadline:
+            assert [row["spare"] for row in listed] == [{"pid": spare, "standby": True}], listed
+            return shown.out
+        time.sleep(0.1)
+
+
 def gone(path, timeout=10):
     """Whether `path` is removed within `timeout` (a spare ends its standby as it leaves)."""
     deadline = time.monotonic() + timeout
@@ -91,7 +105,7 @@ def runs(name):
 
 
 def stop_servers(folder):
-    real("python", "-m", "hills.warm", "stop")
+    real("python", "-m", "hills.warm", "stop", "--all")
     deadline = time.monotonic() + 20
     while (list(folder.glob("*.sock")) or " stopped: " not in log_of(folder)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -104,6 +118,8 @@ def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill,
     assert real("hills", "eval", folder, "-H", hill).code == 0
     reserved = waiting(warm)
     assert reserved.is_dir() and os.listdir(reserved / "hill") == [] and not (reserved / "imported").exists()
+    spare = int(log_of(warm).split(" waits with a standby in ")[-2].rsplit(" spare ", 1)[1])
+    assert f"  spare        pid {spare}, waiting with a standby" in shown_status(spare)  # hills warm status
     third = real("hills", "eval", folder, "-H", hill)
     assert third.code == 0, third.output
     assert with_standby(warm) == 1, log_of(warm)
@@ -192,13 +208,17 @@ def test_without_standbys_no_spare_waits(warm, hill, tmp_path, monkeypatch):
 
 # In-process: a spare's standby, made and adopted as in a spare.
 
+# The standbys made in this process, each ended after its test (a no-op
+# for one its eval took or ended).
+RESERVED = []
+
+
 @pytest.fixture
 def loaded():
     trust.load_library()  # as a warm server does before it forks
     yield
-    if standby.current is not None:
-        standby.current.discard()
-        standby.current = None
+    while RESERVED:
+        RESERVED.pop().discard()
 
 
 def reserved_for(name, folder):
@@ -206,7 +226,7 @@ def reserved_for(name, folder):
     evaluate.evaluate(request)  # builds the environment: a standby needs it built
     made = standby.reserve(request)
     assert made is not None
-    standby.current = made
+    RESERVED.append(made)
     return request, made
 
 
@@ -220,7 +240,7 @@ def test_nothing_of_the_hill_runs_before_the_call(loaded, tmp_path):
     assert os.listdir(run_dir / "hill") == [] and os.listdir(run_dir / "submission") == []
     log = attempts_log("early", tree_of(Path(".hills") / "early"))
     before = len(log_entries(log))
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert outcome.report["run_id"] == run_dir.name and made.used
     assert (run_dir / "imported").read_text() == "yes"
@@ -232,7 +252,7 @@ def test_a_hill_registered_after_the_standby_stays_hidden(loaded, tmp_path):
     make_hill("peeker", source(peek=str(secret.resolve())))
     request, made = reserved_for("peeker", submission(tmp_path / "s", {"score.txt": "1"}))
     make_hill("later", source(), private={"answer.txt": "42\n"})  # hidden from every other hill's eval
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert not made.used and not Path(made.ctx.run_dir).exists()  # it did not fit: ended, its folder removed
     assert outcome.report["details"]["peeked"] is None
@@ -244,9 +264,22 @@ def test_without_the_refit_the_old_standby_would_read_that_hills_private_data(lo
     request, made = reserved_for("peeker", submission(tmp_path / "s", {"score.txt": "1"}))
     make_hill("later", source(), private={"answer.txt": "42\n"})
     monkeypatch.setattr(standby, "_refit", lambda plan, held: True)  # the boundary switched off
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report
     assert made.used and outcome.report["details"]["peeked"] == "42\n"
+
+
+def test_an_eval_not_handed_the_standby_starts_its_own(loaded, tmp_path):
+    make_hill("unhanded", source())
+    request, made = reserved_for("unhanded", submission(tmp_path / "s", {"score.txt": "3"}))
+    outcome = evaluate.evaluate(request)  # no standby argument: nothing found elsewhere either
+    assert outcome.exit_code == errors.EXIT_OK, outcome.report
+    assert not made.used and made.alive() and outcome.report["run_id"] != os.path.basename(made.ctx.run_dir)
+    # The control: handed it, the same eval takes it; a second eval is never handed it twice.
+    taken = evaluate.evaluate(request, standby=made)
+    assert taken.exit_code == errors.EXIT_OK and made.used
+    assert taken.report["run_id"] == os.path.basename(made.ctx.run_dir)
+    assert made.adopt(evaluate.resolve(request)) is None
 
 
 def test_a_standby_that_died_meanwhile_is_not_used(loaded, tmp_path):
@@ -255,7 +288,7 @@ def test_a_standby_that_died_meanwhile_is_not_used(loaded, tmp_path):
     process = made._started.process
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    outcome = evaluate.evaluate(request)
+    outcome = evaluate.evaluate(request, standby=made)
     assert outcome.exit_code == errors.EXIT_OK, outcome.report  # a fresh evaluator scored it
     assert not made.used and outcome.report["run_id"] != os.path.basename(made.ctx.run_dir)
     assert not Path(made.ctx.run_dir).exists()

@@ -265,7 +265,7 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
     probe.write_text(
         "import _socket, os, sys\n"
         f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
-        "from hills import warm\n"
+        "from hills.warm import client as warm\n"
         "conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)\n"
         "conn.connect(sys.argv[1])\n"
         # What a request claims is the caller's to write: it claims root's groups.
@@ -296,9 +296,10 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
         while socket_path.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         unchecked = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from hills import warm; warm._same_user = lambda conn: True; "
-                                   "warm._context_difference = lambda conn, request: None; "
-                                   "sys.exit(warm.serve(sys.argv[1], []))", str(socket_path)],
+            [sys.executable, "-c", "import sys; from hills.warm import common, server, worker; "
+                                   "common.same_user = lambda conn: True; "
+                                   "worker.context_difference = lambda conn, request, host: None; "
+                                   "sys.exit(server.serve(sys.argv[1], []))", str(socket_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 30

@@ -141,8 +141,9 @@ def restart_without(warm, patch):
     while (socket_path.exists() or " stopped: stopped" not in log_of(warm)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not socket_path.exists(), log_of(warm)
-    process = subprocess.Popen([sys.executable, "-c", f"import sys; from hills import warm, runner; {patch}; "
-                                                      "sys.exit(warm.serve(sys.argv[1], []))", str(socket_path)],
+    process = subprocess.Popen([sys.executable, "-c", f"import sys; from hills import runner; "
+                                                      f"from hills.warm import server, spare, worker; {patch}; "
+                                                      "sys.exit(server.serve(sys.argv[1], []))", str(socket_path)],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     deadline = time.monotonic() + 30
@@ -153,7 +154,7 @@ def restart_without(warm, patch):
 
 
 def test_the_server_reads_its_own_context_as_a_callers():
-    from hills import warm as module
+    from hills.warm import worker as module
 
     own = module.security_context("self")
     assert own["NoNewPrivs"] in ("0", "1") and own["Seccomp"] in ("0", "1", "2")
@@ -215,13 +216,13 @@ def test_a_caller_with_fewer_capabilities_is_declined(warm, hill, tmp_path):
 # limits it had before ("lie") or the ones it has ("honest").
 LIMITS_PROBE = """\
 import _socket, resource, sys
-from hills import warm
+from hills.warm import client as warm
 
-before = warm._limits()
+before = warm.limits()
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-assert warm._limits() != before
+assert warm.limits() != before
 if sys.argv[2] == "lie":
-    warm._limits = lambda: before
+    warm.limits = lambda: before
 for _ in range(2):  # as warm.call does: a spare made for another call says "retry"
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     conn.connect(sys.argv[1])
@@ -291,7 +292,7 @@ def test_without_the_context_check_the_warm_worker_reads_what_the_landlocked_cal
     readable = submission(tmp_path / "s", {"score.txt": "2"})
     secret = submission(Path(os.environ["HOME"]) / "secret", {"score.txt": "42"})
     serving(warm, hill, readable)
-    unchecked = restart_without(warm, "warm._context_difference = lambda conn, request: None")
+    unchecked = restart_without(warm, "worker.context_difference = lambda conn, request, host: None")
     try:
         before = served(warm)
         how = dict(landlocked(tmp_path, readable), unreadable=[str(secret / "score.txt")])
@@ -532,9 +533,10 @@ def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climb
         time.sleep(0.05)
     assert not socket_path.exists(), log_of(climber.warm)
     # The same server with both halves of the fix switched off.
-    patch = "runner.WITHHELD = (); warm._undumpable = lambda: True"
-    unfixed = subprocess.Popen(climber.argv([*climber.python, "-c", f"import sys; from hills import warm, runner; "
-                                             f"{patch}; sys.exit(warm.serve(sys.argv[1], []))", socket_path]),
+    patch = "runner.WITHHELD = (); spare.undumpable = lambda: True"
+    unfixed = subprocess.Popen(climber.argv([*climber.python, "-c", "import sys; from hills import runner; "
+                                             f"from hills.warm import server, spare; {patch}; "
+                                             "sys.exit(server.serve(sys.argv[1], []))", socket_path]),
                                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:

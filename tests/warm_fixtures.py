@@ -21,7 +21,7 @@ def warm(monkeypatch):
     monkeypatch.delenv("HILLS_WARM", raising=False)
     folder = Path(runtime) / "hills-warm"
     yield folder
-    subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, env=dict(os.environ))
+    subprocess.run([sys.executable, "-m", "hills.warm", "stop", "--all"], capture_output=True, env=dict(os.environ))
     deadline = time.monotonic() + 10
     while list(folder.glob("*.sock")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..evaluate import EvalRequest
     from ..hill import Hill
     from ..report_types import Report
+    from ..standby import Standby
 
 HELP = """Score the submission folder DIR against a hill's committed evaluator.
 
@@ -113,14 +114,17 @@ class EvalOptions:
         return self.on is not None or len(self.submissions) > 1
 
 
-def run(**given: Any) -> int:
-    """The command as click and the fast parse call it, the options by their dests."""
-    return run_options(EvalOptions(**given))
+def run(standby: Standby | None = None, **given: Any) -> int:
+    """The command as click and the fast parse call it, the options by their
+    dests; `standby`: a warm spare's for this call (docs/standby.md), not an
+    option."""
+    return run_options(EvalOptions(**given), standby)
 
 
-def run_options(options: EvalOptions) -> int:
+def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     """The command: the report on stdout (and in FILE), the summary on stderr;
-    with several DIRs or --on, one JSON line per submission, in order."""
+    with several DIRs or --on, one JSON line per submission, in order.
+    `standby`: a warm spare's for this call (docs/standby.md), not an option."""
     problem = errors.first_missing_dependency()
     if problem is not None:
         raise problem
@@ -149,7 +153,7 @@ def run_options(options: EvalOptions) -> int:
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
     with Progress(mode_for(quiet or as_json, options.progress, options.verbose, elsewhere=LINES),
                   quiet_messages=quiet) as shown:
-        outcome = evaluate.evaluate(request, say=shown)
+        outcome = evaluate.evaluate(request, say=shown, standby=standby)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
         _emit_report(outcome.report, output, as_json, options.summary_only)
     if outcome.error is not None:

@@ -19,9 +19,9 @@ BARE = ("import sys; sys.path.insert(0, '.'); from pathlib import Path; from eva
 def wait_for_warm_server(box, timeout=30.0, env=None):
     """Until the warm server a call with `env` (the box's) uses answers:
     an eval that finds none starts one."""
-    from hills import warm
+    from hills.warm import client as warm
 
-    ask = ("import os, socket; from hills import warm; "
+    ask = ("import os, socket; from hills.warm import client as warm; "
            "path = os.path.join(warm.socket_dir() or '/nowhere', warm.key() + '.sock'); "
            "s = socket.socket(socket.AF_UNIX); s.connect(path); s.close()")
     deadline = time.monotonic() + timeout
