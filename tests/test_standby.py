@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import sys
 import time
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def runs(name):
 
 
 def stop_servers(folder):
-    real("python", "-m", "hills.warm", "stop", "--all")
+    real(sys.executable, "-m", "hills.warm", "stop", "--all")
     deadline = time.monotonic() + 20
     while (list(folder.glob("*.sock")) or " stopped: " not in log_of(folder)) and time.monotonic() < deadline:
         time.sleep(0.05)
