@@ -11,8 +11,8 @@ import json
 import os
 import signal
 import subprocess
-import textwrap
 import sys
+import textwrap
 import time
 from pathlib import Path
 
