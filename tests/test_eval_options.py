@@ -26,7 +26,7 @@ def asked(monkeypatch, tmp_path):
         (tmp_path / name).mkdir()
     requests = []
 
-    def evaluate_stub(request, say=None):
+    def evaluate_stub(request, say=None, standby=None):
         requests.append(request)
         raise Stop
 
