@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli, write_files
+from testing.util import git, run_cli, write_files
 from hills import leakscan
 from hills.check import Result
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import lines_of, write_lines
+from testing.util import lines_of, write_lines
 from hills import chain, ed25519, state, trust
 from hills.errors import Refused, UsageError
 from hills.signing import canonical_json

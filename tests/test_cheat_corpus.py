@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_files
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hill_yaml, hills, hills_home, uncommitted_template_hill
+from testing.util import write_files
+from testing.eval_fixtures import hill_yaml, hills, hills_home, uncommitted_template_hill
 from hills import corpus
 
 

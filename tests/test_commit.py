@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN_DIR, digest_of, git, run_bin, run_cli, write_files
+from testing.util import BIN_DIR, digest_of, git, run_bin, run_cli, write_files
 from hills import locks, sandbox
 
 MARKER = "hills-private-marker-7f3e9c0b"

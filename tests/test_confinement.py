@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 from hills import state
 
 # Runs attack.py from the submission through hills.sdk and reports what it

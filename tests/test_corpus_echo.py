@@ -4,8 +4,7 @@ checks the work passes."""
 
 from test_cheat_corpus import check, corpus_block, function_eval, make_hill
 
-from eval_fixtures import hill_yaml
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from testing.eval_fixtures import hill_yaml
 from hills import corpus
 
 # Sort the numbers of data/numbers.json into answer.json. The weak scorer

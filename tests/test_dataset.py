@@ -7,7 +7,7 @@ holdout budget of 3 looks per version is kept."""
 import json
 import math
 
-from conftest import new_and_commit, run_cli, write_files
+from testing.util import new_and_commit, run_cli, write_files
 
 
 def test_the_digits_hill_scores_validation_and_a_budgeted_holdout(project):

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, make_hill, on_machine, real, submission, tree_of
+from testing.eval_fixtures import hills, hills_home, make_hill, on_machine, real, submission, tree_of
 from hills import uvenv
 
 # Reports what it sees: whether something planted in the environment ran

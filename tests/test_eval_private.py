@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, last_report, log_entries, make_hill, notes_lines, on_machine,
+from testing.util import needs_bwrap
+from testing.eval_fixtures import (attempts_log, hills, last_report, log_entries, make_hill, notes_lines, on_machine,
                            real, submission, tree_of)
 
 # Scores the submission's guess against the private answer.

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bin, run_cli
-from eval_fixtures import attempts_log, log_entries, make_hill, on_machine, submission, tree_of
+from testing.util import run_bin, run_cli
+from testing.eval_fixtures import attempts_log, log_entries, make_hill, on_machine, submission, tree_of
 from hills import sandbox
-from service_fixtures import Service, home_of, needs_root, running_service
-from service_fixtures import make_hill as make_served_hill
-from service_fixtures import submission as served_submission
+from testing.service_fixtures import Service, home_of, needs_root, running_service
+from testing.service_fixtures import make_hill as make_served_hill
+from testing.service_fixtures import submission as served_submission
 from test_fail_closed import ACC_EVAL, EVIL_SITE, FAKE_BWRAP, HONEST, LABELS, THIEF
 from test_scoring_guard import ANSWER, NAIVE, STARTS, naive_hill
 from test_scoring_guard import THIEF as RUN_PY_THIEF
@@ -135,7 +135,7 @@ def write_naive_hill(service: Service, user: str, name: str) -> Path:
     """The naive one-phase evaluator of tests/test_scoring_guard.py (it runs
     the submission's run.py itself), as a hill in `user`'s project, not
     committed."""
-    from eval_fixtures import TRIVIAL_TEST, hill_yaml
+    from testing.eval_fixtures import TRIVIAL_TEST, hill_yaml
 
     project = Path(home_of(user)) / "project"
     made = service.shell(user, f"mkdir -p {project} && cd {project} && "
@@ -251,7 +251,7 @@ def ray_cluster(module_machine, tmp_path_factory):
         pytest.skip("the hills[ray] extra is not installed")
     if not sandbox.bwrap_works():
         pytest.skip("bubblewrap is not usable here: a 'sandbox: auto' hill cannot be committed")
-    from ray_head import Head
+    from testing.ray_head import Head
 
     private = {"labels.json": json.dumps(LABELS)}
     with on_machine(module_machine):
@@ -271,7 +271,7 @@ def ray_cluster(module_machine, tmp_path_factory):
 def node_workers(head, env=None, switches=(), slots=2):
     """Stop the cluster's hills node workers; start `slots` of them again
     with `env` in their environment and `switches` set; their pids."""
-    from ray_head import LOOPBACK
+    from testing.ray_head import LOOPBACK
 
     spec = {"address": f"127.0.0.1:{head.port}", "env": env or {}, "switches": [list(s) for s in switches],
             "slots": slots}
@@ -282,7 +282,7 @@ def node_workers(head, env=None, switches=(), slots=2):
 
 
 def eval_on(head, folder, name):
-    from ray_head import LOOPBACK
+    from testing.ray_head import LOOPBACK
 
     return run_bin("hills", "eval", folder, "-H", name, "--on", head.address, "--json",
                    env=dict(os.environ, **LOOPBACK), timeout=300)
@@ -431,7 +431,7 @@ def test_the_folder_the_head_runs_in_is_not_on_a_node_workers_path(ray_cluster, 
     """Ray puts its driver's current folder at the front of its workers'
     sys.path: a `hills/` package there would be the node's hills. Here it
     is a transparent one that notes each process it is imported into."""
-    from ray_head import LOOPBACK
+    from testing.ray_head import LOOPBACK
 
     head, hills = ray_cluster
     real = Path(sandbox.__file__).resolve().parent

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import run_bin, run_cli
+from testing.util import run_bin, run_cli
 from hills import cli
 from hills.commands import commit as commit_command
 from hills.commands import eval as eval_command

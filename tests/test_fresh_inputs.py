@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, last_report, submission, tree_of
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, last_report, submission, tree_of
 
 pytestmark = needs_bwrap
 

@@ -137,7 +137,7 @@ def git_status(hill_dir):
 def settled_hill(hermetic):
     """A committed circle-packing hill whose index was written a second
     after its files, so no entry is racily clean."""
-    from conftest import run_cli
+    from testing.util import run_cli
 
     created = run_cli("new", "plain", "-t", "circle-packing")
     assert created.code == 0, created.output

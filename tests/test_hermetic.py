@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN_DIR, REPO_ROOT, run_bin, run_cli, write_python_shim
+from testing.util import BIN_DIR, REPO_ROOT, run_bin, run_cli, write_python_shim
 from hills import errors
 
 

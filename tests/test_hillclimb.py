@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bin, run_cli, write_files
+from testing.util import run_bin, run_cli, write_files
 from hills import hillclimb, manifest, sandbox, schema
 from hills.errors import UsageError
-from key_fixtures import key_paths, put, wrong_type
+from testing.key_fixtures import key_paths, put, wrong_type
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hillclimb"
 VERIFIER_SHAPED = FIXTURES / "spread-points"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 
-from conftest import git, run_cli
+from testing.util import git, run_cli
 from hills import locks
 
 

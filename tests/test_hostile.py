@@ -29,10 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from command_fixtures import make_command_hill
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
+from testing.command_fixtures import make_command_hill
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
 from hills import runner
 
 pytestmark = needs_bwrap

@@ -11,12 +11,11 @@ import signal
 
 import pytest
 
-from conftest import BWRAP_USABLE
+from testing.util import BWRAP_USABLE
 from hills import errors, evaluate, runner, snapshot, trust
 from hills import hill as hill_module
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, log_entries, attempts_log, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, log_entries, attempts_log, make_hill, on_machine, submission, tree_of
 
 # Scores score.txt, and says what it saw of the run folder's copies of the
 # submission (the snapshot and the replicate's folder) next to its own.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, submission, tree_of
 from hills import journal, numbers
 
 INSTANCE_EVAL = SCORE_EVAL.replace(
@@ -192,7 +192,7 @@ def test_attempts_and_rank_tell_a_tiny_gain_from_a_tie(climbed, module_machine) 
 
 
 def test_show_draws_the_picture_the_evaluator_gave(climbed, module_machine, tmp_path: Path) -> None:
-    from eval_fixtures import hills_home
+    from testing.eval_fixtures import hills_home
 
     with on_machine(module_machine):
         reports = sorted(hills_home().glob("runs/climb/*/report.json"))

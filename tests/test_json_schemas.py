@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
+from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
 
 PAGE = Path(__file__).resolve().parent.parent / "man" / "hills-json.5.rst"
 

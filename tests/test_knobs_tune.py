@@ -8,9 +8,8 @@ import sys
 
 import pytest
 
-from command_fixtures import candidate, make_command_hill, run_dir, seen_env
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of
+from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
+from testing.eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of
 from hills import spaces
 
 HILL = "knobs"

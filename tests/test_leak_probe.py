@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hill_yaml, hills, hills_home, real, uncommitted_template_hill
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hill_yaml, hills, hills_home, real, uncommitted_template_hill
 from hills import probe
 
 SECRET = '{"labels": [1, 2, 3]}\n'

@@ -7,9 +7,8 @@ opportunistic climber would."""
 
 import pytest
 
-from conftest import git
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine
+from testing.util import git
+from testing.eval_fixtures import hills, make_hill, on_machine
 
 SECRET = "the held-out answer is 4242\n"
 EVAL = """\

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import new_and_commit, run_cli
+from testing.util import new_and_commit, run_cli
 from hills import sandbox, state
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
+from testing.util import git, run_cli
 from hills import check, manifest, schema
 from hills.errors import UsageError
-from key_fixtures import key_paths, put, wrong_type
+from testing.key_fixtures import key_paths, put, wrong_type
 
 # (what is broken, edit applied to the circle-packing hill.yaml, words the FAIL line must hold)
 MANIFEST_ERRORS = [

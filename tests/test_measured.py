@@ -13,9 +13,8 @@ import textwrap
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, last_report, make_hill, on_machine, submission, tree_of
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, last_report, make_hill, on_machine, submission, tree_of
 from hills import measures
 
 CLOCKED_EVAL = """\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN_DIR, run_bin, run_cli
+from testing.util import BIN_DIR, run_bin, run_cli
 from hills import hill
 
 TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default", "nanogpt-10min"]

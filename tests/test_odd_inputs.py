@@ -9,9 +9,9 @@ import signal
 
 import pytest
 
-from conftest import new_and_commit, run_bin, run_cli
-from command_fixtures import command_yaml
-from eval_fixtures import last_report, make_hill, notes_lines, on_machine, submission, tree_of
+from testing.util import new_and_commit, run_bin, run_cli
+from testing.command_fixtures import command_yaml
+from testing.eval_fixtures import last_report, make_hill, notes_lines, on_machine, submission, tree_of
 from hills import manifest, spaces
 from hills.errors import UsageError
 

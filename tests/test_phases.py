@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import TRIVIAL_TEST, hills, make_hill, submission
+from testing.util import needs_bwrap
+from testing.eval_fixtures import TRIVIAL_TEST, hills, make_hill, submission
 from hills import state
 
 SECRET = "the-answer-is-42\n"

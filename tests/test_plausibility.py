@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from conftest import new_and_commit, run_cli
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import GRID_EXAMPLE, REPO_ROOT, hills, submission
+from testing.util import new_and_commit, run_cli
+from testing.eval_fixtures import GRID_EXAMPLE, REPO_ROOT, hills, submission
 from hills import manifest, rank, report, trust
 from hills.errors import UsageError
 
@@ -306,7 +305,7 @@ def test_control_without_the_bound_and_under_the_old_rule_the_attack_ranks_first
 def test_a_command_verifier_is_judged_alike(project: Path, tmp_path: Path) -> None:
     """The score of a command verifier meets the same bounds: below the
     ceiling it passes, above it it is implausible (exit 1), both logged."""
-    from command_fixtures import candidate, command_yaml, make_command_hill
+    from testing.command_fixtures import candidate, command_yaml, make_command_hill
 
     yaml = command_yaml("bounded").replace("  - {name: score, direction: max}\n",
                                            "  - {name: score, direction: max, floor: 0, ceiling: 100}\n")
@@ -322,7 +321,7 @@ def test_a_command_verifier_is_judged_alike(project: Path, tmp_path: Path) -> No
 
 
 def test_a_neutral_param_ranks_beside_the_default_end_to_end(project: Path, tmp_path: Path) -> None:
-    from eval_fixtures import SCORE_EVAL, make_hill
+    from testing.eval_fixtures import SCORE_EVAL, make_hill
 
     make_hill("seeded", SCORE_EVAL, params="""\
         seed: {type: int, default: 0, neutral: true}

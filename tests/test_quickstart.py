@@ -5,7 +5,7 @@ import os
 import re
 from pathlib import Path
 
-from conftest import run_bin
+from testing.util import run_bin
 
 REPO = Path(__file__).resolve().parent.parent
 

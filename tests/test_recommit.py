@@ -10,7 +10,7 @@ from pathlib import Path
 import blake3
 import pytest
 
-from conftest import Result, git, run_cli
+from testing.util import Result, git, run_cli
 from hills import commit as commit_module, report
 
 MARKER_TEST = """\

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from command_fixtures import candidate, make_command_hill, run_dir, seen_env
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 from hills import replicates
 
 # With case `seed` the verifier scores 1, 3, 5, 2, 4 for seeds 0..4, plus the

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, submission, tree_of
 from hills import rescore
 
 # The fixed evaluator: a score above 5 was a hack (it reads score.txt only).

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap, new_and_commit, run_cli
+from testing.util import needs_bwrap, new_and_commit, run_cli
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ READ_EVAL = """\
 def test_the_key_is_hidden_through_the_link_and_the_real_path(linked):
     import json
 
-    from eval_fixtures import make_hill, submission
+    from testing.eval_fixtures import make_hill, submission
 
     make_hill("reader", READ_EVAL, timeout=30)
     through_link = os.path.join(os.environ["HILLS_HOME"], "key")

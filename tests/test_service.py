@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hills import protocol
-from service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
+from testing.service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
                               running_service, submission)
 
 pytestmark = needs_root

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hills import protocol
-from service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, remove_user,
+from testing.service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, remove_user,
                               request, submission)
 
 pytestmark = needs_root

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from testing.util import REPO_ROOT, run_cli
 from hills import __version__, skill
 
 SHIPPED = REPO_ROOT / "skills" / "hills"

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from command_fixtures import candidate, make_command_hill
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.command_fixtures import candidate, make_command_hill
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 from hills import show, signing, state, trust
 
 # A function evaluator minimising an error, with instances and a breakdown.

@@ -10,8 +10,7 @@ import threading
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, last_report, make_hill, submission, tree_of
+from testing.eval_fixtures import hills, last_report, make_hill, submission, tree_of
 from hills import snapshot
 from hills.errors import Refused
 

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE
+from testing.util import BWRAP_USABLE, default_signals
 from hills import errors, evaluate, runner, standby, trust
 from hills import hill as hill_module
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
+from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
                            tree_of)
-from warm_fixtures import log_of, wait_for_server, warm, without_ids  # noqa: F401 (warm: a fixture)
+from testing.warm_fixtures import log_of, wait_for_server, without_ids
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -158,7 +157,7 @@ def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
 
     def call():
         return subprocess.Popen(["hills", "eval", str(folder), "-H", hill], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
+                                stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_signals)
 
     assert call().wait(timeout=120) == 0
     wait_for_server(warm)

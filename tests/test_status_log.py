@@ -4,7 +4,7 @@
 import json
 import os
 
-from conftest import git, run_bin, run_cli
+from testing.util import git, run_bin, run_cli
 
 
 def test_status_before_the_first_commit(project):

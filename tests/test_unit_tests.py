@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from command_fixtures import UNIT_TEST, candidate, make_command_hill, run_dir
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, on_machine
+from testing.command_fixtures import UNIT_TEST, candidate, make_command_hill, run_dir
+from testing.eval_fixtures import hills, on_machine
 
 HILL = "frozen"
 # Unit tests that also hang when the submission holds `hang-tests`.

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import git, new_and_commit, run_bin, run_cli
+from testing.util import git, new_and_commit, run_bin, run_cli
 from hills import chain, hill as hill_module, state
 
 NO_SPACE = os.strerror(errno.ENOSPC)

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE, REPO_ROOT
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
-from warm_fixtures import log_of, served, wait_for_server, warm, without_ids  # noqa: F401 (warm: a fixture)
+from testing.util import BWRAP_USABLE, REPO_ROOT, default_signals
+from testing.eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
+from testing.warm_fixtures import log_of, served, wait_for_server, without_ids
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -129,7 +128,7 @@ def test_ctrl_c_reaches_the_worker_and_the_eval_is_logged_interrupted(warm, hill
     wait_for_server(warm)
     slow = sub(tmp_path / "slow", **{"sleep.txt": "30"})
     process = subprocess.Popen(["hills", "eval", str(slow), "-H", hill], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     runs = hills_home() / "runs" / hill
     deadline = time.monotonic() + 30
     while len(list(runs.iterdir())) < 2 and time.monotonic() < deadline:
@@ -247,7 +246,7 @@ def test_a_socket_folder_others_can_enter_is_not_used(warm, hill, tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to make a second user (useradd)")
 def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill, tmp_path):
-    from service_fixtures import make_user, remove_user, tool
+    from testing.service_fixtures import make_user, remove_user, tool
 
     folder = sub(tmp_path / "s")
     assert real("hills", "eval", folder, "-H", hill).code == 0

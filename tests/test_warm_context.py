@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE, REPO_ROOT
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import make_hill, real, submission
-from warm_fixtures import log_of, served, wait_for_server, warm  # noqa: F401 (warm: a fixture)
+from testing.util import BWRAP_USABLE, REPO_ROOT
+from testing.eval_fixtures import make_hill, real, submission
+from testing.warm_fixtures import log_of, served, wait_for_server
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -390,7 +389,7 @@ class Climber:
     through runuser, with one environment, so a spare serves the same call."""
 
     def __init__(self, user):
-        from service_fixtures import home_of, python_for_others
+        from testing.service_fixtures import home_of, python_for_others
 
         self.user, self.home = user, Path(home_of(user))
         self.python, python_env = python_for_others()
@@ -404,7 +403,7 @@ class Climber:
                     "GIT_COMMITTER_EMAIL": "test@hills.invalid", **python_env}
 
     def argv(self, argv):
-        from service_fixtures import tool
+        from testing.service_fixtures import tool
 
         return [tool("runuser"), "-u", self.user, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()],
                 *[str(word) for word in argv]]
@@ -424,9 +423,9 @@ class Climber:
 def climber():
     import uuid
 
-    from eval_fixtures import TRIVIAL_TEST
-    from eval_fixtures import hill_yaml
-    from service_fixtures import make_user, remove_user, skip_reason
+    from testing.eval_fixtures import TRIVIAL_TEST
+    from testing.eval_fixtures import hill_yaml
+    from testing.service_fixtures import make_user, remove_user, skip_reason
 
     reason = skip_reason()
     if reason is not None:
