@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from testing.home_guard import session_guard
+from testing.home_guard import install_session_guard
 
 # Installed first, while HOME is still the real one: every write this
 # process makes under the real HOME, and every child sent there by its
 # environment, fails the test it happened in (tests/testing/home_guard.py).
 # A cache dir the caller chose (UV_CACHE_DIR, HILLS_TEST_CACHE) is theirs.
-HOME_GUARD = session_guard(Path(__file__).resolve().parent.parent,
-                           [os.environ.get("UV_CACHE_DIR", ""), os.environ.get("HILLS_TEST_CACHE", "")])
-HOME_GUARD.install()
+HOME_GUARD = install_session_guard(Path(__file__).resolve().parent.parent,
+                                   [os.environ.get("UV_CACHE_DIR", ""), os.environ.get("HILLS_TEST_CACHE", "")])
 
 # Set before any test module is imported: what runs while tests are being
 # collected (skipif conditions, module constants) must not reach the user's
@@ -30,7 +29,7 @@ for _name, _folder in (("HOME", "home"), ("HILLS_HOME", "hills-home")):
 os.environ["HILLS_WARM"] = "off"
 (SESSION_ROOT / "home").mkdir()
 
-from testing.util import Machine, new_and_commit, write_python_shim  # noqa: E402 (after HOME is set)
+from testing.util import MACHINE_WIDE, SPREAD, Machine, new_and_commit, write_python_shim  # noqa: E402 (after HOME is set)
 from testing.warm_fixtures import warm_servers  # noqa: E402
 
 
@@ -47,11 +46,20 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The xdist group of each test (testing.util.MACHINE_WIDE says why)."""
+    for item in items:
+        module = item.path.name
+        if module not in SPREAD:  # a test without a group is a unit of its own
+            item.add_marker(pytest.mark.xdist_group("machine-wide" if module in MACHINE_WIDE else module))
+
+
 @pytest.fixture(autouse=True)
 def real_home_untouched():
-    """The test fails when it (or a fixture it used) wrote under the real
-    HOME or sent a child there."""
-    HOME_GUARD.take()
+    """The test fails when it, a fixture it used, or what ran since the test
+    before (collection, a module's fixtures) wrote under the real HOME or
+    sent a child there."""
     yield
     found = HOME_GUARD.take()
     if found:

@@ -30,7 +30,8 @@ def real_homes() -> list[str]:
     """The HOME of the environment as it is now (call it before the suite
     replaces it) and the account's home."""
     homes = [os.environ.get("HOME") or "", pwd.getpwuid(os.getuid()).pw_dir]
-    return sorted({os.path.realpath(home) for home in homes if home and os.path.realpath(home) != "/"})
+    spelled = {os.path.abspath(home) for home in homes if home}  # as paths name them, and where they lead
+    return sorted(home for home in spelled | {os.path.realpath(home) for home in spelled} if home != "/")
 
 
 def _inside(path: str, roots: list[str]) -> bool:
@@ -62,7 +63,12 @@ class HomeGuard:
             path = os.fsdecode(path)
         if not isinstance(path, (str, os.PathLike)):
             return None  # a file descriptor
-        full = os.path.realpath(os.path.abspath(os.fspath(path)))
+        # Resolved only when it is spelled under a home (a write of many files
+        # stays cheap): a link elsewhere that leads into HOME goes unseen.
+        full = os.path.abspath(os.fspath(path))
+        if not _inside(full, self.homes):
+            return None
+        full = os.path.realpath(full)
         if _inside(full, self.homes) and not _inside(full, self.allowed):
             return full
         return None
@@ -100,8 +106,16 @@ class HomeGuard:
                     self.found.append(f"{event}: {offending}")
 
 
-def session_guard(repo_root: Path, allowed: list[str]) -> HomeGuard:
-    """The guard of one test session, before HOME is replaced."""
+# The session's guard, once conftest installed it.
+SESSION: HomeGuard | None = None
+
+
+def install_session_guard(repo_root: Path, allowed: list[str]) -> HomeGuard:
+    """Install the guard of this test session; call it before HOME is replaced."""
     import tempfile
 
-    return HomeGuard(real_homes(), [str(repo_root), sys.prefix, sys.base_prefix, tempfile.gettempdir(), *allowed])
+    global SESSION
+    SESSION = HomeGuard(real_homes(), [str(repo_root), sys.prefix, sys.base_prefix, tempfile.gettempdir(),
+                                       *allowed])
+    SESSION.install()
+    return SESSION

@@ -44,6 +44,18 @@ SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
 TEST_CACHE = Path(os.environ.get("HILLS_TEST_CACHE") or REPO_ROOT / ".test-cache")
 UV_CACHE = os.environ.get("UV_CACHE_DIR") or str(TEST_CACHE / "uv")
 
+# `make test` spreads the suite over processes (pytest-xdist, --dist
+# loadgroup; tests/conftest.py marks the groups): each test module runs
+# whole in one of them, so its module-scoped hills are made once. The
+# modules that share something of the whole machine (system users made
+# with useradd, which locks /etc/passwd; a Ray head and its workers, which
+# the cluster tests find by scanning /proc) run one after another in one
+# process. The tests of a module in SPREAD are long and independent: they
+# are spread one by one.
+MACHINE_WIDE = frozenset({"test_cluster.py", "test_every_surface.py", "test_service.py", "test_service_fair.py",
+                          "test_service_setup.py", "test_warm.py", "test_warm_context.py"})
+SPREAD = frozenset({"test_hillclimb_catalog.py"})
+
 # Probed without machine state, once, at collection.
 BWRAP_USABLE = sandbox.probe(sandbox.bwrap_binary())
 needs_bwrap = pytest.mark.skipif(not BWRAP_USABLE,
