@@ -5,11 +5,11 @@ BIN := $(VENV)/bin
 
 .PHONY: quickstart test test-fast bench man man-install clean
 
-# The suite runs in TEST_WORKERS processes (pytest-xdist); --dist loadgroup
-# keeps each test module in one of them (tests/conftest.py says which
-# modules share one). TEST_WORKERS=0 runs it in this process alone.
+# The suite runs in TEST_WORKERS processes (pytest-xdist); --dist loadfile
+# keeps each test module in one of them (tests/conftest.py's scheduler
+# says which modules share one). TEST_WORKERS=0 runs it in this process alone.
 TEST_WORKERS ?= 2
-PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The editable install is setuptools' compat mode: the checkout on a plain
 # path entry, so an interpreter starts as fast as with a wheel (the default

@@ -46,13 +46,24 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """The xdist group of each test (testing.util.MACHINE_WIDE says why)."""
-    for item in items:
-        module = item.path.name
-        if module not in SPREAD:  # a test without a group is a unit of its own
-            item.add_marker(pytest.mark.xdist_group("machine-wide" if module in MACHINE_WIDE else module))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadfile`, the unit of work is a module, the machine-wide
+    modules together, or one test of a SPREAD module (testing.util says
+    why)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            name = module.rsplit("/", 1)[-1]
+            if name in SPREAD:
+                return nodeid
+            return "machine-wide" if name in MACHINE_WIDE else module
+
+    return Grouped(config, log)
 
 
 @pytest.fixture(autouse=True)

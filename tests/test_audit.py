@@ -139,6 +139,7 @@ def test_imports_from_its_own_folder_are_not_attempts(audited, tmp_path):
     assert audit["attempts"] == 0, audit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", ["dataset", "circle-packing"])
 def test_the_templates_honest_examples_try_nothing(tmp_path, template):
     from pathlib import Path

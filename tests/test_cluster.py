@@ -17,6 +17,9 @@ from testing.util import default_signals, run_bin, run_cli
 from testing.eval_fixtures import make_hill, notes_lines, on_machine, submission
 from testing.ray_head import LOOPBACK, Head
 
+# Slow as a whole: every test needs the module's Ray head.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray", reason="the hills[ray] extra is not installed")
 
 NAME = "spread"

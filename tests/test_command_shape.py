@@ -27,6 +27,7 @@ def last_logged(hill_dir):
     return log_entries(attempts_log(HILL, tree_of(hill_dir)))[-1]["report"]
 
 
+@pytest.mark.slow
 def test_the_verifier_score_and_side_metrics(cmd, tmp_path):
     result = hills("eval", candidate(tmp_path / "sub"), "-H", HILL)
     assert result.code == 0, result.output
@@ -41,6 +42,7 @@ def test_the_verifier_score_and_side_metrics(cmd, tmp_path):
     assert last_logged(cmd)["signature"] == report["signature"]
 
 
+@pytest.mark.slow
 def test_a_bare_number_is_a_score(cmd, tmp_path):
     result = hills("eval", candidate(tmp_path / "sub", case="bare"), "-H", HILL)
     assert result.code == 0, result.output

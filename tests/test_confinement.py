@@ -204,6 +204,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_cpu_spin_is_stopped_at_the_cpu_cap(hills_made, tmp_path):
     code, report = attack(tmp_path, "boxed", SPIN)
@@ -241,6 +242,7 @@ def test_a_bad_limit_names_the_file_the_key_and_what_was_expected(project, limit
     assert "hill.yaml" in checked.output and words in checked.output, checked.output
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_the_solution_phase_counts_as_confined_and_no_code_as_not_started(committed_hill, tmp_path):
     grid = committed_hill / "examples" / "grid" / "circles.json"

@@ -2,6 +2,8 @@
 handing the inputs back fails `hills check`, naming the cheat; one that
 checks the work passes."""
 
+import pytest
+
 from test_cheat_corpus import check, corpus_block, function_eval, make_hill
 
 from testing.eval_fixtures import hill_yaml
@@ -30,6 +32,7 @@ def _hill(name, body):
                      {"answer.json": "[1, 2, 3]"})
 
 
+@pytest.mark.slow
 def test_the_echo_gets_through_a_scorer_that_rewards_the_inputs():
     assert corpus.VERSION >= 2
     _hill("echoed", WEAK)
@@ -39,6 +42,7 @@ def test_the_echo_gets_through_a_scorer_that_rewards_the_inputs():
     assert "echo of the public inputs" in block, block
 
 
+@pytest.mark.slow
 def test_a_scorer_that_checks_the_work_holds():
     _hill("unechoed", STRICT)
     result = check("unechoed")

@@ -163,6 +163,7 @@ def test_well_behaved_mode_passes(bad, sub):
     assert result.code == 0, result.output
 
 
+@pytest.mark.slow
 def test_hang_is_killed_with_everything_it_spawned(hang_hill, sub, token):
     result = real("hills", "eval", sub, "-H", hang_hill, "-p", "mode=hang", "-p", f"token={token}")
     assert result.code == 1, result.output

@@ -133,6 +133,7 @@ def test_a_locked_file_replaced_by_a_symlink_is_drift_like_any_other(secret, gue
     assert hills("eval", guess, "-H", "secret").code == 0
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
     crowd = make_hill("crowd", PRIVATE_EVAL, private=PRIVATE_FILES)
     folders = [submission(tmp_path / f"sub{i}", {"guess.txt": f"{i}\n"}) for i in range(16)]

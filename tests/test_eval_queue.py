@@ -44,6 +44,7 @@ def held(gpu_hill):
     resource.release()
 
 
+@pytest.mark.slow
 def test_free_resource_is_taken_and_given_back(gpu_hill, sub):
     assert hills("eval", sub, "-H", "on-gpu").code == 0
     assert hills("eval", sub, "-H", "on-gpu").code == 0

@@ -85,6 +85,7 @@ def climber_steering(service: Service) -> tuple[dict[str, str], Path]:
     return {"HILLS_BWRAP": "/nonexistent", "PYTHONPATH": path, "HILLS_SERVED_FOR": service.admin}, marker
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("variant", ["HILLS_BWRAP", "PYTHONPATH", "HILLS_SERVED_FOR", "all three"])
 def test_the_climbers_own_environment_never_reaches_the_service(service, variant):
@@ -112,6 +113,7 @@ def test_the_climbers_own_environment_never_reaches_the_service(service, variant
     assert "signature valid" in checked.out and "  trust: service (" in checked.out, checked.out
 
 
+@pytest.mark.slow
 @needs_root
 def test_control_the_same_variables_steer_a_same_user_eval(service):
     """The variables are live where they do reach: the climber's same-user
@@ -154,6 +156,7 @@ def write_naive_hill(service: Service, user: str, name: str) -> Path:
     return hill
 
 
+@pytest.mark.slow
 @needs_root
 def test_the_naive_evaluator_is_refused_at_the_gate_and_never_served(service):
     name = "naive"
@@ -303,6 +306,7 @@ def verified_at_the_head(report):
     return signing.verify(report, trust.machine_keys(), trust.trusted())
 
 
+@pytest.mark.slow
 @needs_ray
 def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
     head, hills = ray_cluster
@@ -325,6 +329,7 @@ def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
         node_workers(head, slots=0)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_node_without_a_usable_or_trusted_bubblewrap_refuses_to_score(ray_cluster, tmp_path):
     head, hills = ray_cluster
@@ -364,6 +369,7 @@ def test_a_node_without_a_usable_or_trusted_bubblewrap_refuses_to_score(ray_clus
         node_workers(head, slots=0)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_node_worker_started_with_steering_variables_signs_nothing(ray_cluster, tmp_path):
     head, hills = ray_cluster
@@ -400,6 +406,7 @@ def test_a_node_worker_started_with_steering_variables_signs_nothing(ray_cluster
         node_workers(head, slots=0)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_confined_evaluator_reads_its_private_data_on_a_node_and_submitted_code_does_not(ray_cluster, tmp_path):
     """A node's copy of the hill lies in its machine state, which the
@@ -426,6 +433,7 @@ SWITCHED_HEAD = ("import json, sys; from hills import cluster, entry\n"
                  "sys.argv = ['hills'] + sys.argv[2:]; entry.main()\n")
 
 
+@pytest.mark.slow
 @needs_ray
 def test_the_folder_the_head_runs_in_is_not_on_a_node_workers_path(ray_cluster, tmp_path):
     """Ray puts its driver's current folder at the front of its workers'

@@ -167,6 +167,7 @@ def test_man_pages_are_up_to_date():
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_manpages_check_names_a_stale_page(tmp_path):
     man = tmp_path / "man"
     shutil.copytree(MAN_DIR, man)

@@ -66,6 +66,7 @@ def test_no_test_resolves_the_interpreter_out_of_the_venv():
 
 # ---------------------------------------------------------------- HOME
 
+@pytest.mark.slow
 def test_the_suite_never_touches_the_real_home(tmp_path):
     """Collect the whole suite and run a few tests that evaluate, commit and
     probe bubblewrap, in a child pytest whose HOME is an empty folder and

@@ -125,6 +125,7 @@ def test_an_index_out_of_reach_skips_saying_so(tmp_path: Path, monkeypatch: pyte
     assert f"PyPI cannot be reached to fetch hillclimb {VERSION}" in str(skipped.value)
 
 
+@pytest.mark.slow
 def test_an_index_that_answers_without_the_wheel_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "simple").mkdir()
     only_index(monkeypatch, (tmp_path / "simple").as_uri())
@@ -235,6 +236,7 @@ def eval_report(*args: object) -> tuple[Any, dict[str, Any]]:
     return result, json.loads(result.out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_hills_scores_the_baseline_exactly_as_hillclimb(name: str, catalog: Path, wheel_root: Path,
                                                         project: Path, tmp_path: Path,

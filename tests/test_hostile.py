@@ -500,6 +500,7 @@ verdict()
     assert survivors.stdout.strip() == "", survivors.stdout
 
 
+@pytest.mark.slow
 def test_exhausting_memory_fails_the_solution_not_the_machine(hostile, tmp_path):
     started = time.monotonic()
     result, logged = attack(tmp_path, """\

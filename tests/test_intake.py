@@ -85,6 +85,7 @@ def comparable(report):
                                              "submission_git", "replicates", "solution_phase", "params")}
 
 
+@pytest.mark.slow
 def test_the_evaluator_boots_while_the_submission_is_copied_and_scores_the_same(hills_made, tmp_path, taken_in,
                                                                                 monkeypatch, before_children):
     folder = submission(tmp_path / "sub", {"score.txt": "2.5\n", "notes/a.txt": "a\n"})
@@ -122,6 +123,7 @@ def test_a_refusal_during_the_intake_leaves_no_process_and_no_started_entry(hill
     assert entries[-1]["start"] is None and entries[-1]["report"]["status"] == "refused"
 
 
+@pytest.mark.slow
 def test_a_stop_signal_during_the_intake_interrupts_it_before_anything_runs(hills_made, tmp_path, taken_in,
                                                                             monkeypatch, before_children):
     folder = submission(tmp_path / "sub", {"score.txt": "1\n"})

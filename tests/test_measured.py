@@ -229,6 +229,7 @@ print(json.dumps({"seconds": float(done.stdout.strip() or -1)}))
 """
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_ld_preload_that_stops_the_clocks_moves_nothing_hills_measures(clocked, tmp_path):
     import shutil

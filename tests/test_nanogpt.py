@@ -19,6 +19,9 @@ import pytest
 from testing.util import UV_CACHE, needs_bwrap, run_cli
 from hills import rank, signing, trust
 
+# Slow as a whole: every test needs the committed nanogpt hill (torch, a gate that trains).
+pytestmark = pytest.mark.slow
+
 KEY = trust.Keys(None, None, b"n" * 32, can_sign=True)
 
 

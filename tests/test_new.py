@@ -81,6 +81,7 @@ def test_examples_lists_every_template(project):
     assert list(as_json) == TEMPLATES and all(as_json.values())
 
 
+@pytest.mark.slow
 def test_a_template_with_make_data_builds_its_data_at_creation(project):
     result = run_cli("new", "digits", "-t", "dataset")
     assert result.code == 0, result.output

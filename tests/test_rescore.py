@@ -16,6 +16,7 @@ from hills import rescore
 FIXED_EVAL = SCORE_EVAL.replace('value = float(text)', 'value = float(text)\n        value = value if value <= 5 else 0.5')
 
 
+@pytest.mark.slow
 def test_a_fixed_evaluator_collapses_the_hacked_score_first(tmp_path):
     hill_dir = make_hill("res", SCORE_EVAL)
     old_tree = tree_of(hill_dir)

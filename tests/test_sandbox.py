@@ -294,6 +294,7 @@ def test_real_executable_eval_is_isolated_too(plain, scored):
     assert ISOLATION_BWRAP in json.loads(done.out)["config"]
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_sandboxed_circle_packing_example_scores(committed_hill):
     result = hills("eval", committed_hill / "examples" / "grid", "-H", "circle-packing")

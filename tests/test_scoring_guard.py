@@ -258,6 +258,7 @@ def test_the_gate_fails_the_naive_evaluator_whose_example_has_no_run_py(project)
                                                "submission's file 'run.py'"), committed.error_lines
 
 
+@pytest.mark.slow
 def test_the_guard_holds_served_warm_and_from_a_standby(tmp_path, warm):  # noqa: F811 (warm: a fixture)
     """The same attack through the real executable, served by a warm
     server: the first call cold-starts the server, the next ones are served

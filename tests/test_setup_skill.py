@@ -114,6 +114,7 @@ def test_bad_options(argv: list[str], message: str) -> None:
     assert message in result.err
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_skill(tmp_path: Path) -> None:
     """Built from this checkout (pip fetches the build backend pyproject.toml
     names), the wheel holds skills/hills under the package."""

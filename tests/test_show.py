@@ -59,6 +59,7 @@ def lines_of(result):
     return result.out.splitlines()
 
 
+@pytest.mark.slow
 def test_show_renders_a_replicated_command_report(saved):
     result = hills("show", saved["command"])
     assert result.code == 0, result.output
@@ -90,6 +91,7 @@ def test_show_orders_worst_first_for_a_min_metric(saved):
     assert "  residual_bias: {'mean_error': -1.2}" in lines
 
 
+@pytest.mark.slow
 def test_show_a_buggy_report_names_the_reason(saved):
     result = hills("show", saved["buggy"])
     assert result.code == 0, result.output

@@ -204,6 +204,7 @@ def flipping(link, targets):
     return stop, thread
 
 
+@pytest.mark.slow
 def test_a_flipped_link_never_copies_the_secret_in_1000_snapshots(outside, tmp_path):
     os.symlink("a.txt", outside / "leak")
     stop, thread = flipping(outside / "leak", ["a.txt", "../secret"])
@@ -240,6 +241,7 @@ READS_THE_ANSWER_EVAL = """\
     """
 
 
+@pytest.mark.slow
 def test_a_link_flipped_to_the_answer_key_during_100_evals_never_scores_it(tmp_path):
     # Spelled backwards: an evaluator holding the answer key fails the answer-leak scan.
     hill = make_hill("flipped", READS_THE_ANSWER_EVAL.format(marker=MARKER[::-1]),

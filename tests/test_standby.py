@@ -96,6 +96,7 @@ def stop_servers(folder):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill, tmp_path):
     folder = submission(tmp_path / "s", {"score.txt": "2.5"})
     real("hills", "eval", folder, "-H", hill)
@@ -118,6 +119,7 @@ def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill,
     assert verified.code == 0 and "signature valid" in verified.out, verified.output
 
 
+@pytest.mark.slow
 def test_another_request_goes_back_to_the_server_and_no_standby_is_left(warm, hill, tmp_path):
     first, other = submission(tmp_path / "a", {"score.txt": "1"}), submission(tmp_path / "b", {"score.txt": "7"})
     real("hills", "eval", first, "-H", hill)
@@ -135,6 +137,7 @@ def test_another_request_goes_back_to_the_server_and_no_standby_is_left(warm, hi
     assert not processes_with(str(hills_home() / "runs"))
 
 
+@pytest.mark.slow
 def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp_path):
     folder = submission(tmp_path / "s", {"score.txt": "3"})
     real("hills", "eval", folder, "-H", hill)
@@ -151,6 +154,7 @@ def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp
     assert with_standby(warm) == 0 and gone(reserved)
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
     folder = submission(tmp_path / "s", {"score.txt": "1", "sleep.txt": "0"})
     env = dict(os.environ)  # one environment for the three calls: a spare serves only the same call
@@ -179,6 +183,7 @@ def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
     assert not processes_with(str(reserved))
 
 
+@pytest.mark.slow
 def test_without_standbys_no_spare_waits(warm, hill, tmp_path, monkeypatch):
     monkeypatch.setenv("HILLS_WARM_STANDBY", "off")
     folder = submission(tmp_path / "s", {"score.txt": "1"})
@@ -209,6 +214,7 @@ def reserved_for(name, folder):
     return request, made
 
 
+@pytest.mark.slow
 def test_nothing_of_the_hill_runs_before_the_call(loaded, tmp_path):
     make_hill("early", source())
     children = runner._children()

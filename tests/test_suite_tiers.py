@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from testing.util import MACHINE_WIDE, REPO_ROOT, SPREAD
 
 
@@ -40,6 +42,7 @@ def test_ci_runs_the_readmes_test_command():
     assert ci.rstrip().splitlines()[-1] == "make test"
 
 
+@pytest.mark.slow
 def test_the_fast_tier_holds_at_least_80_percent_of_the_tests():
     total = collected()
     fast = collected("-m", "not slow")

@@ -232,6 +232,7 @@ def shipped_files():
             for current, _, files in os.walk(folder) for name in files]
 
 
+@pytest.mark.slow
 def test_two_bin_packing_hills_hold_different_instances_found_nowhere_in_the_package(project):
     from testing.util import run_cli
     from hills import locks
@@ -298,6 +299,7 @@ def exact_triplets(items, capacity):
     return solve(sorted(range(len(items)), key=lambda i: -items[i]))
 
 
+@pytest.mark.slow
 def test_packings_hard_coded_by_content_gain_nothing_on_the_fresh_holdout(project, tmp_path):
     """The attack: a solution.py with packings solved offline for every
     instance the package ships, looked up by content (it beat

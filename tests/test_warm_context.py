@@ -168,6 +168,7 @@ def test_the_server_reads_its_own_context_as_a_callers():
     assert list(gone) == ["the process"] and gone["the process"].startswith("(unreadable")
 
 
+@pytest.mark.slow
 @needs_privs
 def test_a_caller_with_no_new_privs_is_declined_and_its_eval_runs_cold(warm, hill, tmp_path, launcher):
     folder = submission(tmp_path / "s", {"score.txt": "2"})
@@ -180,6 +181,7 @@ def test_a_caller_with_no_new_privs_is_declined_and_its_eval_runs_cold(warm, hil
     assert declined(warm) == ["the caller's NoNewPrivs (1) is not the server's (0)"], log_of(warm)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="a seccomp filter without no_new_privs needs CAP_SYS_ADMIN (root)")
 def test_a_caller_under_a_seccomp_filter_is_declined(warm, hill, tmp_path, launcher):
     folder = submission(tmp_path / "s", {"score.txt": "2"})
@@ -193,6 +195,7 @@ def test_a_caller_under_a_seccomp_filter_is_declined(warm, hill, tmp_path, launc
     assert reason.startswith("the caller's Seccomp"), log_of(warm)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="a caller with fewer capabilities than its server: needs root and setpriv (util-linux)")
 def test_a_caller_with_fewer_capabilities_is_declined(warm, hill, tmp_path):
@@ -269,6 +272,7 @@ needs_landlock = pytest.mark.skipif(not landlock_abi() or own_status("NoNewPrivs
                                            "reports no ABI), or the tests already run with no_new_privs")
 
 
+@pytest.mark.slow
 @needs_landlock
 def test_a_landlocked_caller_is_declined_and_cannot_read_the_secret_cold(warm, hill, tmp_path, launcher):
     readable = submission(tmp_path / "s", {"score.txt": "2"})
@@ -508,6 +512,7 @@ def serving_climber(climber):
     wait_for_server(climber.warm, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_waiting_standby_holds_no_secret_seed_the_callers_shell_can_read(climber):
     serving_climber(climber)
     readable, found, spare, evaluators = attack_a_waiting_standby(climber)
@@ -520,6 +525,7 @@ def test_a_waiting_standby_holds_no_secret_seed_the_callers_shell_can_read(climb
         assert found[pid]["mem"] in (False, "Permission denied", "nothing read"), found
 
 
+@pytest.mark.slow
 def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climber):
     serving_climber(climber)
     [socket_path] = climber.warm.glob("*.sock")

@@ -15,7 +15,7 @@ import pytest
 
 from testing.util import Result, run_bin, run_cli, write_files
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TRIVIAL_TEST = "def test_the_hill_imports():\n    import eval  # noqa: F401\n"
 GRID_EXAMPLE = REPO_ROOT / "examples" / "circle-packing" / "examples" / "grid"
 

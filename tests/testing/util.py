@@ -45,7 +45,7 @@ TEST_CACHE = Path(os.environ.get("HILLS_TEST_CACHE") or REPO_ROOT / ".test-cache
 UV_CACHE = os.environ.get("UV_CACHE_DIR") or str(TEST_CACHE / "uv")
 
 # `make test` spreads the suite over processes (pytest-xdist, --dist
-# loadgroup; tests/conftest.py marks the groups): each test module runs
+# loadfile; the scheduler in tests/conftest.py): each test module runs
 # whole in one of them, so its module-scoped hills are made once. The
 # modules that share something of the whole machine (system users made
 # with useradd, which locks /etc/passwd; a Ray head and its workers, which
