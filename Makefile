@@ -3,7 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test bench man man-install clean
+.PHONY: quickstart test test-fast bench man man-install clean
+
+# The suite runs in TEST_WORKERS processes (pytest-xdist); --dist loadfile
+# keeps each test module in one of them (tests/conftest.py's scheduler
+# says which modules share one). TEST_WORKERS=0 runs it in this process alone.
+TEST_WORKERS ?= 2
+PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The editable install is setuptools' compat mode: the checkout on a plain
 # path entry, so an interpreter starts as fast as with a wheel (the default
@@ -27,8 +33,13 @@ man-install: $(BIN)/.installed
 quickstart: $(BIN)/.installed man-install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/quickstart.sh
 
+# Every test: what CI runs (.ci/run).
 test: $(BIN)/.installed man-install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# The edit loop: every test not marked slow.
+test-fast: $(BIN)/.installed man-install
+	$(PYTEST) -m "not slow"
 
 bench: $(BIN)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tests.bench

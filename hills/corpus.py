@@ -400,7 +400,7 @@ def _work() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# Off only in the test suite's hill fixture (tests/eval_fixtures.make_hill),
+# Off only in the test suite's hill fixture (tests/testing/eval_fixtures.make_hill),
 # whose hills pair any evaluator with the template's example.
 BUGGY_EXAMPLE_FAILS = True
 

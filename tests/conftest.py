@@ -1,39 +1,24 @@
 """Hermetic fixtures: every test gets its own machine state, HOME and git
 config, pinned git identities and dates (so object ids can be compared), and
 two ways to run hills: in-process through the error funnel, or as the real
-executables from the checkout's bin/."""
+executables from the checkout's bin/. The helpers live in the package
+tests/testing/ (`from testing.util import run_cli`); the fixtures here."""
 
-import contextlib
-import io
-import json
 import os
-import shlex
 import shutil
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from hills import sandbox
+from testing.home_guard import install_session_guard
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BIN_DIR = REPO_ROOT / "bin"
-PINNED_DATE = "2026-01-01T00:00:00Z"
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "Hills Test",
-    "GIT_AUTHOR_EMAIL": "test@hills.invalid",
-    "GIT_COMMITTER_NAME": "Hills Test",
-    "GIT_COMMITTER_EMAIL": "test@hills.invalid",
-    "GIT_AUTHOR_DATE": PINNED_DATE,
-    "GIT_COMMITTER_DATE": PINNED_DATE,
-}
-# Inherited variables that would point git or hills somewhere else.
-SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CEILING_DIRECTORIES",
-            "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_NAMESPACE",
-            "HILLS_UV", "HILLS_PYTHON_BASE", "VIRTUAL_ENV", "XDG_CONFIG_HOME")
+# Installed first, while HOME is still the real one: every write this
+# process makes under the real HOME, and every child sent there by its
+# environment, fails the test it happened in (tests/testing/home_guard.py).
+# A cache dir the caller chose (UV_CACHE_DIR, HILLS_TEST_CACHE) is theirs.
+HOME_GUARD = install_session_guard(Path(__file__).resolve().parent.parent,
+                                   [os.environ.get("UV_CACHE_DIR", ""), os.environ.get("HILLS_TEST_CACHE", "")])
 
 # Set before any test module is imported: what runs while tests are being
 # collected (skipif conditions, module constants) must not reach the user's
@@ -44,50 +29,52 @@ for _name, _folder in (("HOME", "home"), ("HILLS_HOME", "hills-home")):
 os.environ["HILLS_WARM"] = "off"
 (SESSION_ROOT / "home").mkdir()
 
-# Probed without machine state, once, at collection.
-BWRAP_USABLE = sandbox.probe(sandbox.bwrap_binary())
-needs_bwrap = pytest.mark.skipif(not BWRAP_USABLE,
-                                 reason="bubblewrap (bwrap) is missing or cannot create namespaces here "
-                                        "(install the Debian package 'bubblewrap')")
+from testing.util import MACHINE_WIDE, SPREAD, Machine, new_and_commit, write_python_shim  # noqa: E402 (after HOME is set)
+from testing.warm_fixtures import warm_servers  # noqa: E402
 
 
 def pytest_unconfigure(config):
     shutil.rmtree(SESSION_ROOT, ignore_errors=True)
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def output(self):
-        return self.out + self.err
-
-    @property
-    def error_lines(self):
-        return [line for line in self.err.splitlines() if line.startswith("error: ")]
-
-    @property
-    def report(self) -> dict:
-        """The JSON report printed on stdout."""
-        return json.loads(self.out)
+def pytest_sessionfinish(session, exitstatus):
+    """What was written under the real HOME outside any test (at collection,
+    by a session fixture) fails the run too."""
+    found = HOME_GUARD.take()
+    if found:
+        print("\nerror: the suite wrote under the real HOME:\n  " + "\n  ".join(found))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def write_python_shim(folder, flags=()):
-    """Write `folder/python3`, a shell stub that execs this very interpreter.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadfile`, the unit of work is a module, the machine-wide
+    modules together, or one test of a SPREAD module (testing.util says
+    why)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
 
-    Not a symlink: Python finds its venv from the path it was started as,
-    so a link to `.venv/bin/python` (let alone its realpath) would start the
-    base interpreter, which lacks hills' dependencies."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    shim = folder / "python3"
-    command = " ".join(shlex.quote(word) for word in [sys.executable, *flags])
-    shim.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n", encoding="utf-8")
-    shim.chmod(0o755)
-    return folder
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            name = module.rsplit("/", 1)[-1]
+            if name in SPREAD:
+                return nodeid
+            return "machine-wide" if name in MACHINE_WIDE else module
+
+    return Grouped(config, log)
+
+
+@pytest.fixture(autouse=True)
+def real_home_untouched():
+    """The test fails when it, a fixture it used, or what ran since the test
+    before (collection, a module's fixtures) wrote under the real HOME or
+    sent a child there."""
+    yield
+    found = HOME_GUARD.take()
+    if found:
+        pytest.fail("the test wrote under the real HOME:\n  " + "\n  ".join(found), pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -101,104 +88,6 @@ def python_bin(tmp_path_factory):
 def uv_cache(tmp_path_factory):
     # uv's package cache holds no git state; sharing it only saves time.
     return tmp_path_factory.mktemp("uv-cache")
-
-
-class Machine:
-    """One simulated machine: HOME, HILLS_HOME, an empty global git config and
-    a project folder, all under `root`."""
-
-    def __init__(self, root, python_bin, uv_cache):
-        self.root = Path(root)
-        self.home = self.root / "home"
-        self.hills_home = self.root / "hills-home"
-        self.gitconfig = self.root / "gitconfig"
-        self.project = self.root / "project"
-        self.python_bin = python_bin
-        self.uv_cache = uv_cache
-        for folder in (self.home, self.project):
-            folder.mkdir(parents=True, exist_ok=True)
-        self.gitconfig.touch()
-
-    def apply(self, patch):
-        for name in SCRUBBED:
-            patch.delenv(name, raising=False)
-        patch.setenv("HOME", str(self.home))
-        patch.setenv("HILLS_HOME", str(self.hills_home))
-        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        patch.setenv("GIT_CONFIG_GLOBAL", str(self.gitconfig))
-        patch.setenv("UV_CACHE_DIR", str(self.uv_cache))
-        # Same-user mode, whatever evaluation service this machine runs.
-        patch.setenv("HILLS_SERVICE", "off")
-        # Every eval cold, unless a test of the warm server says otherwise.
-        patch.setenv("HILLS_WARM", "off")
-        for name, value in IDENTITY.items():
-            patch.setenv(name, value)
-        # The hook calls `hills` from PATH: the checkout's bin/ comes first.
-        patch.setenv("PATH", os.pathsep.join([str(BIN_DIR), str(self.python_bin), os.environ.get("PATH", "")]))
-
-
-def run_cli(*args, prog="hills"):
-    """Run a command in-process through hills.entry.run (the fast paths,
-    the click layer and the error funnel, as the executables run them) and
-    return its exit code and output."""
-    from hills import entry
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = entry.run(prog, [str(a) for a in args])
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def run_bin(*argv: object, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
-            input: str | None = None, timeout: float = 120) -> Result:
-    """Run a real executable (`hills`, `hills-commit`, `git`...) found on the
-    PATH of `env` (default: the current, hermetic os.environ)."""
-    env = dict(os.environ if env is None else env)
-    program = shutil.which(str(argv[0]), path=env.get("PATH", "")) or str(argv[0])
-    done = subprocess.run([program, *[str(a) for a in argv[1:]]], cwd=cwd, env=env, input=input,
-                          capture_output=True, text=True, timeout=timeout)
-    return Result(done.returncode, done.stdout, done.stderr)
-
-
-def git(hill_dir, *args, **kwargs):
-    """A plain git command on a hill, the way a user types it."""
-    return run_bin("git", "--git-dir=.vc", "--work-tree=.", *args, cwd=hill_dir, **kwargs)
-
-
-def new_and_commit(name="circle-packing", template="circle-packing", message="first version"):
-    created = run_cli("new", name, "-t", template)
-    assert created.code == 0, created.output
-    committed = run_cli("commit", name, "-m", message)
-    assert committed.code == 0, committed.output
-    return Path(created.out.strip())
-
-
-def write_files(root: str | os.PathLike, files: dict[str, str | bytes]) -> Path:
-    """Write {relative path: text or bytes} under `root`, making folders as
-    needed; returns `root` as a Path."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    for rel, content in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return root
-
-
-def lines_of(path: Path) -> list[bytes]:
-    """A file's lines, each with its line ending (an attempts log, say)."""
-    return path.read_bytes().splitlines(keepends=True)
-
-
-def write_lines(path: Path, lines: list[bytes]) -> None:
-    path.write_bytes(b"".join(lines))
-
-
-def digest_of(data: bytes) -> str:
-    """The content hash hills writes into its lock files."""
-    import blake3
-
-    return "blake3:" + blake3.blake3(data).hexdigest()
 
 
 @pytest.fixture(autouse=True)
@@ -262,3 +151,11 @@ def shared_hill(module_machine):
         module_machine.apply(patch)
         patch.chdir(module_machine.project)
         return new_and_commit()
+
+
+@pytest.fixture
+def warm(monkeypatch):
+    """Warm servers on for this test, their sockets in a folder of its own
+    (yielded); every process started with it is stopped and waited for after."""
+    with warm_servers(monkeypatch) as folder:
+        yield folder

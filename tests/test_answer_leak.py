@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli, write_files
+from testing.util import git, run_cli, write_files
 from hills import leakscan
 from hills.check import Result
 
@@ -103,6 +103,7 @@ def test_the_templates_pass(project: Path, template: str) -> None:
     assert result.status == "ok", result.detail
 
 
+@pytest.mark.slow
 def test_check_and_commit_fail_and_leave_nothing_behind(demo: Path) -> None:
     write_files(demo, {"examples/labels.json": LABELS})
     checked = run_cli("check", "demo", "--no-tests")
@@ -124,6 +125,7 @@ def test_check_and_commit_fail_and_leave_nothing_behind(demo: Path) -> None:
     assert committed.code == 0, committed.output
 
 
+@pytest.mark.slow
 def test_the_gate_judges_again_when_private_data_or_a_variable_changes(demo: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli("commit", "demo", "-m", "first").code == 0
@@ -145,6 +147,7 @@ HOLDOUT_ROWS = "id,a,b,c,d,e,f,g,h,i,j\n" + "".join(
     f"r{row},{','.join(str((row * 31 + col * 17) % 97) for col in range(10))}\n" for row in range(5))
 
 
+@pytest.mark.slow
 def test_held_out_content_in_the_hills_environment_fails_naming_it(demo: Path) -> None:
     """A package of the hill's environment that ships held-out data (as
     scikit-learn ships the digits with their labels): a whole copy of a

@@ -8,9 +8,8 @@ import shutil
 
 import pytest
 
-from conftest import lines_of, write_lines
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, real, submission, tree_of
+from testing.util import lines_of, write_lines
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, real, submission, tree_of
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,8 @@ import json
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, submission, tree_of
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, submission, tree_of
 from hills import sandbox
 
 pytestmark = needs_bwrap
@@ -140,6 +139,7 @@ def test_imports_from_its_own_folder_are_not_attempts(audited, tmp_path):
     assert audit["attempts"] == 0, audit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", ["dataset", "circle-packing"])
 def test_the_templates_honest_examples_try_nothing(tmp_path, template):
     from pathlib import Path

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
-from eval_fixtures import SCORE_EVAL, make_hill, on_machine, submission
+from testing.util import git, run_cli
+from testing.eval_fixtures import SCORE_EVAL, make_hill, on_machine, submission
 
 NAME = "bundled"
 BLOBS = 'blobs:\n  track: ["data/*.bin"]\n'
@@ -83,7 +83,7 @@ def test_the_bundle_holds_the_commit_the_pack_and_the_data_by_digest(source):
     tree = git(hill_dir, "rev-parse", "HEAD^{tree}").out.strip()
     assert manifest == {"format": "hills-bundle", "version": 1, "hill": NAME, "commit": head, "tree_hash": tree}
     assert list(members)[:2] == ["hills-bundle.json", "objects.pack"]
-    from conftest import digest_of
+    from testing.util import digest_of
 
     expected = {"data/" + digest_of(data).removeprefix("blake3:") for data in
                 (b"id,answer\n1,42\n", b"x\n", bytes(range(256)) * 8)}
@@ -147,7 +147,7 @@ def test_a_flipped_byte_in_the_pack_is_refused(source, tmp_path):
 
 def test_edited_private_data_is_refused_naming_the_file(source, tmp_path):
     _, bundle_file = source
-    from conftest import digest_of
+    from testing.util import digest_of
 
     member = "data/" + digest_of(b"id,answer\n1,42\n").removeprefix("blake3:")
     edited = _rewrite(bundle_file, tmp_path / "edited.hillbundle",
@@ -158,7 +158,7 @@ def test_edited_private_data_is_refused_naming_the_file(source, tmp_path):
 
 def test_an_edited_blob_is_refused_naming_blobs_lock(source, tmp_path):
     _, bundle_file = source
-    from conftest import digest_of
+    from testing.util import digest_of
 
     member = "data/" + digest_of(bytes(range(256)) * 8).removeprefix("blake3:")
     edited = _rewrite(bundle_file, tmp_path / "blob.hillbundle",
@@ -182,7 +182,7 @@ def test_a_manifest_naming_another_tree_is_refused(source, tmp_path):
 
 def test_missing_and_extra_data_are_refused(source, tmp_path):
     _, bundle_file = source
-    from conftest import digest_of
+    from testing.util import digest_of
 
     member = "data/" + digest_of(b"x\n").removeprefix("blake3:")
     dropped = _rewrite(bundle_file, tmp_path / "dropped.hillbundle",
@@ -289,7 +289,7 @@ PLANTED = b"[core]\n\tfsmonitor = touch /tmp/hills-planted-fsmonitor\n"
 
 
 def _lock_listing(rel, data=PLANTED):
-    from conftest import digest_of
+    from testing.util import digest_of
 
     return (f'version = 1\n[files."{rel}"]\nsize = {len(data)}\ndigest = "{digest_of(data)}"\n').encode()
 
@@ -302,7 +302,7 @@ def _lock_listing(rel, data=PLANTED):
     ("private.lock", "private/.vc/config"),
 ])
 def test_a_lock_listing_a_path_in_a_git_dir_is_refused_by_name(project, tmp_path, lock, rel):
-    from conftest import digest_of
+    from testing.util import digest_of
 
     forged = _forged(tmp_path, "planted", {"hill.yaml": b"x\n", lock: _lock_listing(rel)})
     # The bundle carries the payload too, as a data member the lock names.

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import lines_of, write_lines
+from testing.util import lines_of, write_lines
 from hills import chain, ed25519, state, trust
 from hills.errors import Refused, UsageError
 from hills.signing import canonical_json
@@ -353,6 +353,7 @@ def _append_many(path, worker, count):
         chain.append(path, {"worker": worker, "index": index}, KEY)
 
 
+@pytest.mark.slow
 def test_concurrent_appends_keep_the_chain(tmp_path):
     path = str(tmp_path / "log.jsonl")
     methods = multiprocessing.get_all_start_methods()
@@ -383,6 +384,7 @@ def build_big_log(path, count):
     return lines
 
 
+@pytest.mark.slow
 def test_hundred_thousand_lines(tmp_path):
     path = tmp_path / "big.jsonl"
     lines = build_big_log(path, 100_000)
@@ -436,6 +438,7 @@ def _checked_while_others_append(path, unlocked=False):
     return refusals
 
 
+@pytest.mark.slow
 def test_a_log_being_appended_to_is_appendable_whenever_it_is_checked(tmp_path):
     assert _checked_while_others_append(str(tmp_path / "log.jsonl")) == 0
     # The control: read without the appenders' lock, the tail and the head

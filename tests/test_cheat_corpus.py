@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_files
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hill_yaml, hills, hills_home, uncommitted_template_hill
+from testing.util import write_files
+from testing.eval_fixtures import hill_yaml, hills, hills_home, uncommitted_template_hill
 from hills import corpus
 
 
@@ -107,6 +106,7 @@ def test_a_good_expect_json_reads_and_the_rule_compares_in_its_direction(tmp_pat
 
 # -- weak evaluators ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_evaluator_scoring_the_length_of_the_output_fails(project):
     body = "score = float(len((submission / 'answer.json').read_bytes()))\npassed = True\n"
     make_hill("by-length", {"eval.py": function_eval(body), "hill.yaml": hill_yaml("by-length", extra=TWO_PHASES)},
@@ -122,6 +122,7 @@ def test_an_evaluator_scoring_the_length_of_the_output_fails(project):
     no_trace("by-length")
 
 
+@pytest.mark.slow
 def test_an_evaluator_accepting_nan_fails(project):
     # `value > 1 or value < 0` is false for NaN: every NaN counts as valid.
     body = ("values = json.loads((submission / 'answer.json').read_text())\n"
@@ -175,6 +176,7 @@ def test_a_truly_neutral_param_passes(project):
 
 # -- exploits/ -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_exploits_add_cases_and_a_wrong_verdict_fails(project):
     created = hills("new", "packing", "-t", "circle-packing")
     hill_dir = Path(created.out.strip())
@@ -220,6 +222,7 @@ def test_the_gate_digest_covers_the_corpus(project, monkeypatch):
 
 # -- the report names the corpus ------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_official_report_names_the_corpus_its_hill_passed(committed_hill):
     example = str(committed_hill / "examples" / "grid")
     scored = hills("eval", example, "-H", "circle-packing")

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bin, run_cli
-from eval_fixtures import make_hill, notes_lines, on_machine, submission
-from ray_head import LOOPBACK, Head
+from testing.util import default_signals, run_bin, run_cli
+from testing.eval_fixtures import make_hill, notes_lines, on_machine, submission
+from testing.ray_head import LOOPBACK, Head
+
+# Slow as a whole: every test needs the module's Ray head.
+pytestmark = pytest.mark.slow
 
 ray = pytest.importorskip("ray", reason="the hills[ray] extra is not installed")
 
@@ -65,7 +68,7 @@ def _eval_on(head, *folders, extra=(), timeout=300):
 
 def _entries(hill_dir):
     from hills import chain, evaluate
-    from conftest import git
+    from testing.util import git
 
     tree = git(hill_dir, "rev-parse", "HEAD^{tree}").out.strip()
     return chain.read(evaluate.attempts_path(NAME, tree)), tree
@@ -180,7 +183,7 @@ def test_an_interrupt_at_the_head_stops_the_evals_in_flight(cluster, node_key, t
     command = [str(Path(sys.executable).parent / "python"), "-m", "hills", "eval", str(folder), "-H", NAME,
                "--on", head.address, "--json"]
     running = subprocess.Popen(command, env=dict(os.environ, **LOOPBACK), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     deadline = time.time() + 60
     while not _task_workers() and time.time() < deadline:
         time.sleep(0.2)
@@ -342,7 +345,7 @@ def test_bad_cluster_options_are_usage_errors(cluster, tmp_path, argv, words):
 
 
 def test_an_address_where_nothing_listens_is_refused_at_once(cluster, tmp_path):
-    from ray_head import free_port
+    from testing.ray_head import free_port
 
     folder = submission(tmp_path / "n", {"score.txt": "1\n"})
     started = time.time()

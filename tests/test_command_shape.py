@@ -11,9 +11,8 @@ import pytest
 from hills import command
 from hills.report import Malformed
 
-from command_fixtures import candidate, make_command_hill, run_dir, seen_env
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of
+from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
+from testing.eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of
 
 HILL = "cmd"
 
@@ -28,6 +27,7 @@ def last_logged(hill_dir):
     return log_entries(attempts_log(HILL, tree_of(hill_dir)))[-1]["report"]
 
 
+@pytest.mark.slow
 def test_the_verifier_score_and_side_metrics(cmd, tmp_path):
     result = hills("eval", candidate(tmp_path / "sub"), "-H", HILL)
     assert result.code == 0, result.output
@@ -42,6 +42,7 @@ def test_the_verifier_score_and_side_metrics(cmd, tmp_path):
     assert last_logged(cmd)["signature"] == report["signature"]
 
 
+@pytest.mark.slow
 def test_a_bare_number_is_a_score(cmd, tmp_path):
     result = hills("eval", candidate(tmp_path / "sub", case="bare"), "-H", HILL)
     assert result.code == 0, result.output

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN_DIR, digest_of, git, run_bin, run_cli, write_files
+from testing.util import BIN_DIR, digest_of, git, run_bin, run_cli, write_files
 from hills import locks, sandbox
 
 MARKER = "hills-private-marker-7f3e9c0b"
@@ -26,6 +26,7 @@ def all_object_contents(hill):
     return ids, contents
 
 
+@pytest.mark.slow
 def test_commit_prints_tree_hash_and_commit(project):
     assert run_cli("new", "circle-packing", "-t", "circle-packing").code == 0
     result = run_cli("commit", "circle-packing", "-m", "first version")
@@ -46,6 +47,7 @@ def test_commit_prints_tree_hash_and_commit(project):
     assert not [name for name in os.listdir(hill / ".vc") if name.startswith("hills-index-")]
 
 
+@pytest.mark.slow
 def test_same_files_same_tree_hash_anywhere(project, hermetic, tmp_path, monkeypatch):
     first = run_cli("new", "circle-packing", "-t", "circle-packing"), run_cli("commit", "circle-packing", "-m", "v1")
     assert first[1].code == 0, first[1].output
@@ -61,6 +63,7 @@ def test_same_files_same_tree_hash_anywhere(project, hermetic, tmp_path, monkeyp
     assert first[1].out == second[1].out
 
 
+@pytest.mark.slow
 def test_hills_commit_executable_and_git_hill_agree(project):
     assert run_cli("new", "demo", "-t", "circle-packing").code == 0
     result = run_bin("hills-commit", "demo", "-m", "through hills-commit", cwd=project)
@@ -99,6 +102,7 @@ def expected_lock(files, prefix):
     return text
 
 
+@pytest.mark.slow
 def test_locks_list_private_data_and_blobs_canonically(hill_with_private_data):
     hill, files = hill_with_private_data
     result = run_cli("commit", "circle-packing", "-m", "with held-out data")
@@ -117,6 +121,7 @@ def test_locks_list_private_data_and_blobs_canonically(hill_with_private_data):
     assert locks.decode(private_lock, "private.lock")["private/empty"] == {"size": 0, "digest": digest_of(b"")}
 
 
+@pytest.mark.slow
 def test_no_private_or_blob_content_ever_becomes_a_git_object(hill_with_private_data):
     hill, _files = hill_with_private_data
     assert run_cli("commit", "circle-packing", "-m", "with held-out data").code == 0
@@ -136,6 +141,7 @@ def test_no_private_or_blob_content_ever_becomes_a_git_object(hill_with_private_
     assert git(hill, "status", "--porcelain").out == ""
 
 
+@pytest.mark.slow
 def test_core_files_are_never_blobs(hill_with_private_data):
     hill, _files = hill_with_private_data
     manifest_path = hill / "hill.yaml"
@@ -150,6 +156,7 @@ def test_core_files_are_never_blobs(hill_with_private_data):
     assert "eval.py" in blobs and "README.md" not in blobs
 
 
+@pytest.mark.slow
 def test_symlink_in_private_is_refused(committed_hill):
     (committed_hill / "private").mkdir()
     (committed_hill / "private" / "link").symlink_to("/etc/hostname")
@@ -158,6 +165,7 @@ def test_symlink_in_private_is_refused(committed_hill):
     assert result.error_lines == ["error: 'private/link' is a symbolic link"]
 
 
+@pytest.mark.slow
 def test_unchanged_private_data_is_not_read_again(hill_with_private_data, monkeypatch):
     hill, _files = hill_with_private_data
     assert run_cli("commit", "circle-packing", "-m", "with held-out data").code == 0
@@ -174,6 +182,7 @@ def test_unchanged_private_data_is_not_read_again(hill_with_private_data, monkey
     assert reads == [str(hill / "private" / "empty")]
 
 
+@pytest.mark.slow
 def test_git_missing_is_an_environment_problem(committed_hill, project, python_bin):
     with open(committed_hill / "README.md", "a", encoding="utf-8") as handle:
         handle.write("\nchanged\n")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 from hills import state
 
 # Runs attack.py from the submission through hills.sdk and reports what it
@@ -205,6 +204,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_cpu_spin_is_stopped_at_the_cpu_cap(hills_made, tmp_path):
     code, report = attack(tmp_path, "boxed", SPIN)
@@ -242,6 +242,7 @@ def test_a_bad_limit_names_the_file_the_key_and_what_was_expected(project, limit
     assert "hill.yaml" in checked.output and words in checked.output, checked.output
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_the_solution_phase_counts_as_confined_and_no_code_as_not_started(committed_hill, tmp_path):
     grid = committed_hill / "examples" / "grid" / "circles.json"

@@ -2,10 +2,11 @@
 handing the inputs back fails `hills check`, naming the cheat; one that
 checks the work passes."""
 
+import pytest
+
 from test_cheat_corpus import check, corpus_block, function_eval, make_hill
 
-from eval_fixtures import hill_yaml
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
+from testing.eval_fixtures import hill_yaml
 from hills import corpus
 
 # Sort the numbers of data/numbers.json into answer.json. The weak scorer
@@ -31,6 +32,7 @@ def _hill(name, body):
                      {"answer.json": "[1, 2, 3]"})
 
 
+@pytest.mark.slow
 def test_the_echo_gets_through_a_scorer_that_rewards_the_inputs():
     assert corpus.VERSION >= 2
     _hill("echoed", WEAK)
@@ -40,6 +42,7 @@ def test_the_echo_gets_through_a_scorer_that_rewards_the_inputs():
     assert "echo of the public inputs" in block, block
 
 
+@pytest.mark.slow
 def test_a_scorer_that_checks_the_work_holds():
     _hill("unechoed", STRICT)
     result = check("unechoed")

@@ -7,9 +7,12 @@ holdout budget of 3 looks per version is kept."""
 import json
 import math
 
-from conftest import new_and_commit, run_cli, write_files
+import pytest
+
+from testing.util import new_and_commit, run_cli, write_files
 
 
+@pytest.mark.slow
 def test_the_digits_hill_scores_validation_and_a_budgeted_holdout(project):
     hill_dir = new_and_commit("digits", "dataset")
     assert {"data/train.csv", "data/validation/inputs.csv"} <= set(
@@ -37,6 +40,7 @@ def test_the_digits_hill_scores_validation_and_a_budgeted_holdout(project):
     assert "budget" in spent.err and spent.error_lines, spent.err
 
 
+@pytest.mark.slow
 def test_a_submission_that_breaks_the_contract_is_buggy_with_the_reason(project, tmp_path):
     new_and_commit("digits", "dataset")
     submission = tmp_path / "too-few"
@@ -85,6 +89,7 @@ def predict(train_x, train_y, test_x):
 '''
 
 
+@pytest.mark.slow
 def test_a_lookup_table_of_what_hills_ships_scores_chance_on_the_holdout(project, tmp_path):
     """The attack: a solution.py that answers from a table of labelled rows
     found in the installed package (it scored 1.0 on --final while the

@@ -18,9 +18,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from conftest import lines_of, write_lines
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills, official_report, on_machine, real, tree_of
+from testing.util import lines_of, write_lines
+from testing.eval_fixtures import attempts_log, hills, official_report, on_machine, real, tree_of
 from hills import chain, ed25519, signing, state, trust
 
 # RFC 8032 section 7.1, tests 1 to 3: (secret, public, message, signature).

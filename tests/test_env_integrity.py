@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, make_hill, on_machine, real, submission, tree_of
+from testing.eval_fixtures import hills, hills_home, make_hill, on_machine, real, submission, tree_of
 from hills import uvenv
 
 # Reports what it sees: whether something planted in the environment ran
@@ -89,6 +88,7 @@ def assert_unaffected(result, hill_dir):
     assert "PWNED" not in (run_dir / "stdout.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_dropped_sitecustomize_is_detected_and_the_env_rebuilt(probe, sub):
     clean_eval(sub)  # builds the environment (or reuses it)
     planted = site_packages(probe) / "sitecustomize.py"
@@ -231,6 +231,7 @@ def _hill_with_tinydep(name, wheel):
     return hill_dir
 
 
+@pytest.mark.slow
 def test_environments_sharing_package_files_do_not_rebuild_each_other(project, tmp_path):
     """Two environments of the same packages, built from one uv cache: one
     built must not make the other look edited (each eval would rebuild the
@@ -247,6 +248,7 @@ def test_environments_sharing_package_files_do_not_rebuild_each_other(project, t
             assert "changed since it was built" not in result.err, (round_, name, result.err)
 
 
+@pytest.mark.slow
 def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp_path):
     """Package files are copied from uv's cache, not linked: a cache file
     edited in place, its size and mtime put back, leaves the environment

@@ -7,7 +7,7 @@ never linked from. Environments carry compiled bytecode from their build."""
 import os
 from pathlib import Path
 
-from conftest import run_cli
+from testing.util import run_cli
 from hills import uvenv
 
 

@@ -10,8 +10,7 @@ import pytest
 
 from hills import evaluate
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, last_report, log_entries, make_hill,
+from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, last_report, log_entries, make_hill,
                            notes_lines, on_machine, real, submission, tree_of)
 
 PARAMS = """\

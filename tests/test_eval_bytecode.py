@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, on_machine, submission, tree_of
 
 from hills import evaluate
 

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, on_machine, processes_with, real,
+from testing.util import default_signals
+from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, on_machine, processes_with, real,
                            submission, tree_of)
 
 MODES = ["ok", "hang", "crash", "segfault", "nan", "inf", "bool-metric", "not-dict", "no-passed",
@@ -105,10 +105,16 @@ token:
 """
 
 
+# The watchdog of the bad hills: long enough that a well-behaved mode, or a
+# hanging one's set-up before the test signals it, ends well within it on a
+# loaded 2-core machine; only `hang` runs into it.
+WATCHDOG_S = 8
+
+
 @pytest.fixture(scope="module")
 def bad(module_machine):
     with on_machine(module_machine):
-        return make_hill("bad", BAD_EVAL, timeout=2, params=PARAMS)
+        return make_hill("bad", BAD_EVAL, timeout=WATCHDOG_S, params=PARAMS)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +122,7 @@ def bad_bare(module_machine):
     """The same evaluator with `sandbox: none`: only the runner's own process
     group, subreaper and reaping stand between it and the machine."""
     with on_machine(module_machine):
-        return make_hill("bad-bare", BAD_EVAL, timeout=2, params=PARAMS, extra="sandbox: none\n")
+        return make_hill("bad-bare", BAD_EVAL, timeout=WATCHDOG_S, params=PARAMS, extra="sandbox: none\n")
 
 
 @pytest.fixture(params=["bad", "bad-bare"])
@@ -157,12 +163,13 @@ def test_well_behaved_mode_passes(bad, sub):
     assert result.code == 0, result.output
 
 
+@pytest.mark.slow
 def test_hang_is_killed_with_everything_it_spawned(hang_hill, sub, token):
     result = real("hills", "eval", sub, "-H", hang_hill, "-p", "mode=hang", "-p", f"token={token}")
     assert result.code == 1, result.output
     report = result.report
     assert report["status"] == "buggy" and report["passed"] is False
-    assert "timed out after 2s" in report["reason"]
+    assert f"timed out after {WATCHDOG_S}s" in report["reason"]
     assert "BUGGY" in result.err and "timed out" in result.err
     run_dir = hills_home() / "runs" / hang_hill / report["run_id"]
     assert (run_dir / f"ready-{token}").read_text() == "spawned"
@@ -178,7 +185,7 @@ def test_hang_is_killed_with_everything_it_spawned(hang_hill, sub, token):
 def test_interrupt_kills_everything_and_is_logged(hang_hill, sub, token, stop, words):
     process = subprocess.Popen(["hills", "eval", str(sub), "-H", hang_hill, "-p", "mode=hang",
                                 "-p", f"token={token}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, preexec_fn=default_signals)
     ready = hills_home() / "runs" / hang_hill
     while not list(ready.glob(f"*/ready-{token}")) and process.poll() is None:
         time.sleep(0.02)

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from conftest import run_bin, run_cli
-from eval_fixtures import SCORE_EVAL, attempts_log, inside_project, log_entries, make_hill, submission, tree_of  # noqa: F401
+from testing.util import run_bin, run_cli
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, log_entries, make_hill, submission, tree_of
 
 from hills import errors
 

@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, last_report, log_entries, make_hill, notes_lines, on_machine,
+from testing.util import needs_bwrap
+from testing.eval_fixtures import (attempts_log, hills, last_report, log_entries, make_hill, notes_lines, on_machine,
                            real, submission, tree_of)
 
 # Scores the submission's guess against the private answer.
@@ -134,6 +133,7 @@ def test_a_locked_file_replaced_by_a_symlink_is_drift_like_any_other(secret, gue
     assert hills("eval", guess, "-H", "secret").code == 0
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_evals_all_land(module_machine, tmp_path):
     crowd = make_hill("crowd", PRIVATE_EVAL, private=PRIVATE_FILES)
     folders = [submission(tmp_path / f"sub{i}", {"guess.txt": f"{i}\n"}) for i in range(16)]

@@ -8,8 +8,7 @@ import subprocess
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, on_machine, submission
+from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, on_machine, submission
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +44,7 @@ def held(gpu_hill):
     resource.release()
 
 
+@pytest.mark.slow
 def test_free_resource_is_taken_and_given_back(gpu_hill, sub):
     assert hills("eval", sub, "-H", "on-gpu").code == 0
     assert hills("eval", sub, "-H", "on-gpu").code == 0

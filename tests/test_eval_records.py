@@ -9,8 +9,7 @@ import pytest
 from hills import errors, evaluate, runner
 from hills import hill as hill_module
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, last_report, log_entries, make_hill, on_machine, submission, \
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, last_report, log_entries, make_hill, on_machine, submission, \
     tree_of
 
 HILL = "records"

@@ -10,8 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, official_report, real
+from testing.eval_fixtures import hills, official_report, real
 
 
 @pytest.fixture(scope="module")

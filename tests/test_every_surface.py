@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bin, run_cli
-from eval_fixtures import attempts_log, log_entries, make_hill, on_machine, submission, tree_of
+from testing.util import run_bin, run_cli
+from testing.eval_fixtures import attempts_log, log_entries, make_hill, on_machine, submission, tree_of
 from hills import sandbox
-from service_fixtures import Service, home_of, needs_root, running_service
-from service_fixtures import make_hill as make_served_hill
-from service_fixtures import submission as served_submission
+from testing.service_fixtures import Service, home_of, needs_root, running_service
+from testing.service_fixtures import make_hill as make_served_hill
+from testing.service_fixtures import submission as served_submission
 from test_fail_closed import ACC_EVAL, EVIL_SITE, FAKE_BWRAP, HONEST, LABELS, THIEF
 from test_scoring_guard import ANSWER, NAIVE, STARTS, naive_hill
 from test_scoring_guard import THIEF as RUN_PY_THIEF
@@ -85,6 +85,7 @@ def climber_steering(service: Service) -> tuple[dict[str, str], Path]:
     return {"HILLS_BWRAP": "/nonexistent", "PYTHONPATH": path, "HILLS_SERVED_FOR": service.admin}, marker
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("variant", ["HILLS_BWRAP", "PYTHONPATH", "HILLS_SERVED_FOR", "all three"])
 def test_the_climbers_own_environment_never_reaches_the_service(service, variant):
@@ -112,6 +113,7 @@ def test_the_climbers_own_environment_never_reaches_the_service(service, variant
     assert "signature valid" in checked.out and "  trust: service (" in checked.out, checked.out
 
 
+@pytest.mark.slow
 @needs_root
 def test_control_the_same_variables_steer_a_same_user_eval(service):
     """The variables are live where they do reach: the climber's same-user
@@ -135,7 +137,7 @@ def write_naive_hill(service: Service, user: str, name: str) -> Path:
     """The naive one-phase evaluator of tests/test_scoring_guard.py (it runs
     the submission's run.py itself), as a hill in `user`'s project, not
     committed."""
-    from eval_fixtures import TRIVIAL_TEST, hill_yaml
+    from testing.eval_fixtures import TRIVIAL_TEST, hill_yaml
 
     project = Path(home_of(user)) / "project"
     made = service.shell(user, f"mkdir -p {project} && cd {project} && "
@@ -154,6 +156,7 @@ def write_naive_hill(service: Service, user: str, name: str) -> Path:
     return hill
 
 
+@pytest.mark.slow
 @needs_root
 def test_the_naive_evaluator_is_refused_at_the_gate_and_never_served(service):
     name = "naive"
@@ -251,7 +254,7 @@ def ray_cluster(module_machine, tmp_path_factory):
         pytest.skip("the hills[ray] extra is not installed")
     if not sandbox.bwrap_works():
         pytest.skip("bubblewrap is not usable here: a 'sandbox: auto' hill cannot be committed")
-    from ray_head import Head
+    from testing.ray_head import Head
 
     private = {"labels.json": json.dumps(LABELS)}
     with on_machine(module_machine):
@@ -271,7 +274,7 @@ def ray_cluster(module_machine, tmp_path_factory):
 def node_workers(head, env=None, switches=(), slots=2):
     """Stop the cluster's hills node workers; start `slots` of them again
     with `env` in their environment and `switches` set; their pids."""
-    from ray_head import LOOPBACK
+    from testing.ray_head import LOOPBACK
 
     spec = {"address": f"127.0.0.1:{head.port}", "env": env or {}, "switches": [list(s) for s in switches],
             "slots": slots}
@@ -282,7 +285,7 @@ def node_workers(head, env=None, switches=(), slots=2):
 
 
 def eval_on(head, folder, name):
-    from ray_head import LOOPBACK
+    from testing.ray_head import LOOPBACK
 
     return run_bin("hills", "eval", folder, "-H", name, "--on", head.address, "--json",
                    env=dict(os.environ, **LOOPBACK), timeout=300)
@@ -303,6 +306,7 @@ def verified_at_the_head(report):
     return signing.verify(report, trust.machine_keys(), trust.trusted())
 
 
+@pytest.mark.slow
 @needs_ray
 def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
     head, hills = ray_cluster
@@ -325,6 +329,7 @@ def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
         node_workers(head, slots=0)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_node_without_a_usable_or_trusted_bubblewrap_refuses_to_score(ray_cluster, tmp_path):
     head, hills = ray_cluster
@@ -364,6 +369,7 @@ def test_a_node_without_a_usable_or_trusted_bubblewrap_refuses_to_score(ray_clus
         node_workers(head, slots=0)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_node_worker_started_with_steering_variables_signs_nothing(ray_cluster, tmp_path):
     head, hills = ray_cluster
@@ -400,6 +406,7 @@ def test_a_node_worker_started_with_steering_variables_signs_nothing(ray_cluster
         node_workers(head, slots=0)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_confined_evaluator_reads_its_private_data_on_a_node_and_submitted_code_does_not(ray_cluster, tmp_path):
     """A node's copy of the hill lies in its machine state, which the
@@ -426,12 +433,13 @@ SWITCHED_HEAD = ("import json, sys; from hills import cluster, entry\n"
                  "sys.argv = ['hills'] + sys.argv[2:]; entry.main()\n")
 
 
+@pytest.mark.slow
 @needs_ray
 def test_the_folder_the_head_runs_in_is_not_on_a_node_workers_path(ray_cluster, tmp_path):
     """Ray puts its driver's current folder at the front of its workers'
     sys.path: a `hills/` package there would be the node's hills. Here it
     is a transparent one that notes each process it is imported into."""
-    from ray_head import LOOPBACK
+    from testing.ray_head import LOOPBACK
 
     head, hills = ray_cluster
     real = Path(sandbox.__file__).resolve().parent

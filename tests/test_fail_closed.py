@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills, make_hill, on_machine, real, submission, tree_of
+from testing.util import needs_bwrap
+from testing.eval_fixtures import attempts_log, hills, make_hill, on_machine, real, submission, tree_of
 from hills import rank, sandbox, signing, startup, trust
-from warm_fixtures import log_of, served, wait_for_server, warm  # noqa: F401 (warm: a fixture)
+from testing.warm_fixtures import log_of, served, wait_for_server
 
 LABELS = [3, 1, 4, 1, 5, 9, 2, 6]
 # Accuracy of the guesses solution.py prints against private/labels.json;

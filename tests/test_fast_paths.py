@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import run_bin, run_cli
+from testing.util import run_bin, run_cli
 from hills import cli
 from hills.commands import commit as commit_command
 from hills.commands import eval as eval_command
@@ -121,6 +121,7 @@ def test_help_lists_every_verb_without_importing_one(project):
     assert not {name for name in modules if name.startswith("hills.commands.")} - {"hills.commands.options"}
 
 
+@pytest.mark.slow
 def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill):
     submission = shared_hill / "examples" / "grid"
     # The first eval of a version parses its hill.yaml once; later ones read the sealed JSON.
@@ -139,6 +140,7 @@ def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill)
     assert not modules & {"hashlib", "hmac", "shutil", "tempfile", "bz2", "lzma"}
 
 
+@pytest.mark.slow
 def test_a_remembered_recommit_imports_neither_click_nor_yaml(shared_hill):
     note = shared_hill / "notes.txt"
     try:

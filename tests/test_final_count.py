@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from conftest import Result
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, submission, tree_of
+from testing.util import Result
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, submission, tree_of
 from hills import chain, evaluate, state, trust
 from hills.errors import NotScored
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, last_report, submission, tree_of
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, last_report, submission, tree_of
 
 pytestmark = needs_bwrap
 
@@ -56,6 +55,7 @@ def _hill(name, generate=True):
     return hill_dir
 
 
+@pytest.mark.slow
 def test_the_example_packs_fresh_instances_and_records_them(tmp_path):
     hill_dir = _hill("fresh")
     result = hills("eval", hill_dir / "examples" / "first-fit-decreasing", "-H", "fresh", "--repeat", "2")
@@ -67,6 +67,7 @@ def test_the_example_packs_fresh_instances_and_records_them(tmp_path):
     assert report["audit"]["runs"] == 2 and report["audit"]["attempts"] == 0, report["audit"]
 
 
+@pytest.mark.slow
 def test_a_replay_of_remembered_answers_fails_on_the_fresh_instances(tmp_path):
     hill_dir = _hill("replayed")
     folder = submission(tmp_path / "sub", {"solution.py": REPLAY, "known.json": _known(hill_dir)})

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import hills
-from conftest import run_cli
+from testing.util import run_cli
 from hills import commands, errors
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -119,6 +119,7 @@ def test_what_is_not_the_plain_case_is_left_to_git_which_then_writes_it(tmp_path
         assert state_of(repo)[2] == state_of(twin)[2], name
 
 
+@pytest.mark.slow
 def test_a_tree_git_might_fan_out_is_left_to_git(tmp_path):
     repo, commits = make_repo(tmp_path / "many", *[f"c{i}" for i in range(gitobjects.MAX_PLAIN_NOTES + 1)])
     for commit in commits[:gitobjects.MAX_PLAIN_NOTES]:
@@ -137,7 +138,7 @@ def git_status(hill_dir):
 def settled_hill(hermetic):
     """A committed circle-packing hill whose index was written a second
     after its files, so no entry is racily clean."""
-    from conftest import run_cli
+    from testing.util import run_cli
 
     created = run_cli("new", "plain", "-t", "circle-packing")
     assert created.code == 0, created.output
@@ -156,6 +157,7 @@ def clean(hill_dir, tree):
     return gitobjects.clean_by_stat(os.path.join(hill_dir, ".vc"), hill_dir, tree, blobs)
 
 
+@pytest.mark.slow
 def test_a_clean_hill_is_known_clean_without_git_and_every_change_sends_the_question_to_git(settled_hill):
     from hills import evaluate
     from hills.hill import Hill

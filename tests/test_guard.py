@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import write_python_shim
+from testing.util import write_python_shim
 from hills import cli, command, evaluate, manifest, manpages, measures, replicates, report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -167,6 +167,7 @@ def test_man_pages_are_up_to_date():
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_manpages_check_names_a_stale_page(tmp_path):
     man = tmp_path / "man"
     shutil.copytree(MAN_DIR, man)
@@ -355,7 +356,7 @@ def test_no_command_prints_the_help_whole_and_exits_2(exe_env, argv, group):
     (["no-such-verb"], "git-hill", "hint: see 'git hill --help'"),
 ])
 def test_an_error_without_a_hint_of_its_own_points_at_the_help(tmp_path, argv, prog, hint):
-    from conftest import run_cli
+    from testing.util import run_cli
 
     result = run_cli(*argv, prog=prog)
     assert result.code == 2, result.output

@@ -5,6 +5,7 @@ HILLS_HOME, and hills run without its dependencies says which one is
 missing."""
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN_DIR, REPO_ROOT, run_bin, run_cli, write_python_shim
+from testing import home_guard
+from testing.eval_fixtures import SCORE_EVAL, gate_skipped, make_hill
+from testing.util import BIN_DIR, REPO_ROOT, run_bin, run_cli, write_python_shim
 from hills import errors
 
 
@@ -63,6 +66,7 @@ def test_no_test_resolves_the_interpreter_out_of_the_venv():
 
 # ---------------------------------------------------------------- HOME
 
+@pytest.mark.slow
 def test_the_suite_never_touches_the_real_home(tmp_path):
     """Collect the whole suite and run a few tests that evaluate, commit and
     probe bubblewrap, in a child pytest whose HOME is an empty folder and
@@ -83,6 +87,72 @@ def test_the_suite_never_touches_the_real_home(tmp_path):
                                cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert sorted(os.listdir(home)) == []
+
+
+def test_the_home_guard_records_writes_and_children_sent_under_the_real_home(tmp_path, monkeypatch):
+    """The session's audit hook, pointed at a stand-in for the real HOME:
+    a file opened for writing, a folder made, a rename and a child whose
+    uv cache is there are recorded (and would fail the test); a read, and a
+    write in an allowed folder inside it, are not."""
+    guard = home_guard.SESSION
+    assert guard is not None and guard.hook  # conftest installed it
+    home = tmp_path / "real-home"
+    (home / "allowed").mkdir(parents=True)
+    (home / "kept.txt").write_text("kept\n")
+    assert guard.take() == []  # nothing so far wrote under the real HOME
+    monkeypatch.setattr(guard, "homes", [str(home.resolve())])
+    monkeypatch.setattr(guard, "allowed", [str((home / "allowed").resolve())])
+    assert (home / "kept.txt").read_text() == "kept\n"
+    (home / "allowed" / "cache.bin").write_bytes(b"ok")
+    assert guard.take() == []
+    (home / "written.txt").write_text("x")
+    os.mkdir(home / "made")
+    os.rename(home / "written.txt", home / "moved.txt")
+    subprocess.run(["true"], env={"PATH": os.environ["PATH"], "UV_CACHE_DIR": str(home / ".cache" / "uv")},
+                   check=True)
+    found = guard.take()
+    monkeypatch.undo()
+    assert found == [f"opened for writing: {home.resolve() / 'written.txt'}",
+                     f"os.mkdir: {home.resolve() / 'made'}",
+                     f"os.rename: {home.resolve() / 'written.txt'}",
+                     f"os.rename: {home.resolve() / 'moved.txt'}",
+                     f"started ['true'] with UV_CACHE_DIR={home.resolve() / '.cache' / 'uv'}"]
+
+
+def test_the_session_guard_watches_the_home_the_suite_was_started_with():
+    guard = home_guard.SESSION
+    assert guard is not None
+    assert os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir) in guard.homes
+    assert str(REPO_ROOT) in guard.allowed or any(str(REPO_ROOT).startswith(root + "/") for root in guard.allowed)
+    assert os.environ["HOME"] not in guard.homes  # this test's HOME is its own
+
+
+# ---------------------------------------------------------------- the gate of the suite's hills
+
+FAILING_TEST = "def test_the_hill_is_broken():\n    assert False, 'broken on purpose'\n"
+
+
+def test_hills_made_for_tests_skip_the_gate_in_this_process_only(project):
+    """make_hill commits without the gate's checks; that is a stub of
+    hills.gate.run in this process (gate_skipped), which neither the real
+    executable nor an in-process commit outside the block sees."""
+    hill_dir = make_hill("gateless", SCORE_EVAL)
+    (hill_dir / "tests" / "test_eval.py").write_text(FAILING_TEST)
+    with gate_skipped():
+        real_commit = run_bin("hills", "commit", "gateless", "-m", "broken")
+    assert real_commit.code == 1, real_commit.output
+    assert "hill 'gateless' failed check" in real_commit.err and "nothing was committed" in real_commit.err
+    in_process = run_cli("commit", "gateless", "-m", "broken")
+    assert in_process.code == 1 and "hill 'gateless' failed check" in in_process.err, in_process.output
+    with gate_skipped():
+        skipped = run_cli("commit", "gateless", "-m", "broken")
+    assert skipped.code == 0, skipped.output
+
+
+def test_make_hill_with_the_gate_runs_its_checks(project):
+    with pytest.raises(AssertionError, match="failed check"):
+        make_hill("gated", SCORE_EVAL, gate=True, extra="params: [not, a, mapping]\n")
+    assert make_hill("gated-ok", SCORE_EVAL, gate=True).is_dir()
 
 
 # ---------------------------------------------------------------- missing dependencies

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bin, run_cli, write_files
+from testing.util import run_bin, run_cli, write_files
 from hills import hillclimb, manifest, sandbox, schema
 from hills.errors import UsageError
-from key_fixtures import key_paths, put, wrong_type
+from testing.key_fixtures import key_paths, put, wrong_type
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hillclimb"
 VERIFIER_SHAPED = FIXTURES / "spread-points"
@@ -257,6 +257,7 @@ def test_template_and_import_cannot_be_combined(project):
 
 # ---------------------------------------------------------------- through the CLI
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, name", [(VERIFIER_SHAPED, "spread"), (TWO_STEP, "knapsack")])
 def test_imported_hill_passes_check_and_commits(project, source, name):
     created = run_bin("hills", "new", name, "--from-hillclimb", source)
@@ -284,6 +285,7 @@ def test_imported_hill_passes_check_and_commits(project, source, name):
     assert "verifier.sh" in tree and "tests/test_hillclimb_problem.py" in tree
 
 
+@pytest.mark.slow
 def test_a_problem_without_a_baseline_gets_a_placeholder_that_check_still_runs(project, tmp_path):
     source = tmp_path / "no-baseline"
     shutil.copytree(VERIFIER_SHAPED, source)
@@ -314,6 +316,7 @@ def test_a_problem_without_a_baseline_gets_a_placeholder_that_check_still_runs(p
     assert result.code == 0 and report["status"] == "passing", result.output
 
 
+@pytest.mark.slow
 def test_bin_packing_template_holds_out_its_private_instances(project):
     created = run_cli("new", "bp", "-t", "bin-packing")
     assert created.code == 0, created.output
@@ -337,6 +340,7 @@ def test_bin_packing_template_holds_out_its_private_instances(project):
 
 # ---------------------------------------------------------------- end to end
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, name", [(VERIFIER_SHAPED, "spread"), (TWO_STEP, "knapsack")])
 def test_hills_eval_scores_what_hillclimb_scores(project, tmp_path, source, name):
     assert run_bin("hills", "new", name, "--from-hillclimb", source).code == 0
@@ -352,6 +356,7 @@ def test_hills_eval_scores_what_hillclimb_scores(project, tmp_path, source, name
             assert report["instances"] == expected["instances"]
 
 
+@pytest.mark.slow
 def test_bin_packing_final_scores_the_private_instances(project, tmp_path):
     assert run_cli("new", "bp", "-t", "bin-packing").code == 0
     assert run_cli("commit", "bp", "-m", "first").code == 0
@@ -380,6 +385,7 @@ def test_bin_packing_final_scores_the_private_instances(project, tmp_path):
     assert "instances" not in report
 
 
+@pytest.mark.slow
 def test_a_bin_packing_submission_without_solution_py_is_told_so(project, tmp_path):
     assert run_cli("new", "bp", "-t", "bin-packing").code == 0
     assert run_cli("commit", "bp", "-m", "first").code == 0
@@ -440,6 +446,7 @@ def test_problem_defaults_come_from_the_table() -> None:
 OWN_CODE = [("inline-scorer", 0.75), ("heredoc-scorer", 0.9375), ("printed-score", 0.666667)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("problem, score", OWN_CODE)
 def test_a_verifiers_own_scoring_code_scores_exactly(project, tmp_path, problem, score):
     source = FIXTURES / problem
@@ -454,6 +461,7 @@ def test_a_verifiers_own_scoring_code_scores_exactly(project, tmp_path, problem,
     assert report["metrics"][0]["value"] == score
 
 
+@pytest.mark.slow
 def test_the_candidate_a_verifier_runs_is_still_confined(project, tmp_path):
     """`"$HILLCLIMB_PYTHON" "$HILLCLIMB_SOLUTION"`: the candidate runs
     confined, while the inline scorer after it may write the result."""
@@ -474,6 +482,7 @@ def test_the_candidate_a_verifier_runs_is_still_confined(project, tmp_path):
     assert report["isolation"]["submitted_code"].startswith("confined"), report["isolation"]
 
 
+@pytest.mark.slow
 def test_a_scorer_that_imports_the_candidate_is_stopped(project):
     """A hill script that imports solution.py into its own, trusted process
     would run the candidate unconfined: the guard stops it, and the eval is

@@ -15,15 +15,14 @@ baseline (`solution.py` and `baseline_files`), `./problem` and `./data`
 linked, the HILLCLIMB_* variables, the verifier (or `run:` then `score:`),
 the result file read by hillclimb's own `read_result`.
 
-Slow: 23 hills, each with an environment (uv's cache is the user's, as in
-test_nanogpt) and a gate."""
+Slow: 23 hills, each with an environment (uv's cache is the suite's
+lasting one, as in test_nanogpt) and a gate."""
 
 import ast
 import hashlib
 import json
 import math
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import BWRAP_USABLE, run_bin
+from testing.util import BWRAP_USABLE, TEST_CACHE, UV_CACHE, run_bin
 from hills import state, yamlfile
 
 VERSION = "0.8.2"
@@ -48,9 +47,7 @@ PROBLEMS = [
     "kissing-11", "knapsack", "labs-40", "labs-60", "mknap-100-5", "mknap-250-10", "tammes-30", "tammes-50",
     "thomson-100", "thomson-50", "tsp-200",
 ]
-USER_HOME = pwd.getpwuid(os.getuid()).pw_dir
-CACHE = Path(os.environ.get("HILLS_TEST_CACHE") or os.path.join(USER_HOME, ".cache", "hills-tests")) / "hillclimb"
-UV_CACHE = os.environ.get("UV_CACHE_DIR") or os.path.join(USER_HOME, ".cache", "uv")
+CACHE = TEST_CACHE / "hillclimb"
 # What pip prints when it never got an answer from the index.
 UNREACHABLE = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
                "Name or service not known", "Network is unreachable", "ConnectTimeout", "ReadTimeout",
@@ -128,6 +125,7 @@ def test_an_index_out_of_reach_skips_saying_so(tmp_path: Path, monkeypatch: pyte
     assert f"PyPI cannot be reached to fetch hillclimb {VERSION}" in str(skipped.value)
 
 
+@pytest.mark.slow
 def test_an_index_that_answers_without_the_wheel_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "simple").mkdir()
     only_index(monkeypatch, (tmp_path / "simple").as_uri())
@@ -238,6 +236,7 @@ def eval_report(*args: object) -> tuple[Any, dict[str, Any]]:
     return result, json.loads(result.out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_hills_scores_the_baseline_exactly_as_hillclimb(name: str, catalog: Path, wheel_root: Path,
                                                         project: Path, tmp_path: Path,

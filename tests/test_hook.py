@@ -9,7 +9,9 @@ import subprocess
 import sys
 
 
-from conftest import git, run_cli
+import pytest
+
+from testing.util import git, run_cli
 from hills import locks
 
 
@@ -17,6 +19,7 @@ def head(hill):
     return git(hill, "rev-parse", "HEAD").out.strip()
 
 
+@pytest.mark.slow
 def test_stale_lock_fails_the_commit_until_it_is_staged(committed_hill):
     hill = committed_hill
     before = head(hill)
@@ -50,6 +53,7 @@ def test_stale_lock_fails_the_commit_until_it_is_staged(committed_hill):
     assert run_cli("status", "circle-packing").out.endswith("nothing changed since the last commit\n")
 
 
+@pytest.mark.slow
 def test_staged_private_file_is_refused_by_name(committed_hill):
     hill = committed_hill
     before = head(hill)
@@ -63,6 +67,7 @@ def test_staged_private_file_is_refused_by_name(committed_hill):
     assert head(hill) == before
 
 
+@pytest.mark.slow
 def test_failing_hill_tests_block_a_plain_commit(committed_hill):
     hill = committed_hill
     before = head(hill)
@@ -75,6 +80,7 @@ def test_failing_hill_tests_block_a_plain_commit(committed_hill):
     assert head(hill) == before
 
 
+@pytest.mark.slow
 def test_broken_manifest_blocks_a_plain_commit(committed_hill):
     hill = committed_hill
     manifest = hill / "hill.yaml"
@@ -86,6 +92,7 @@ def test_broken_manifest_blocks_a_plain_commit(committed_hill):
     assert "unknown key 'timout'" in refused.err
 
 
+@pytest.mark.slow
 def test_hook_without_hills_explains_how_to_remove_it(committed_hill):
     hill = committed_hill
     env = dict(os.environ)
@@ -105,6 +112,7 @@ def test_hook_without_hills_explains_how_to_remove_it(committed_hill):
     assert "rm .vc/hooks/pre-commit" in hook.read_text()
 
 
+@pytest.mark.slow
 def test_staged_blob_is_refused_by_name(committed_hill):
     hill = committed_hill
     before = head(hill)
@@ -120,6 +128,7 @@ def test_staged_blob_is_refused_by_name(committed_hill):
     assert head(hill) == before
 
 
+@pytest.mark.slow
 def test_plain_commit_keeps_private_content_out_of_git(committed_hill):
     hill = committed_hill
     marker = b"hook-private-marker-5be0"
@@ -137,6 +146,7 @@ def test_plain_commit_keeps_private_content_out_of_git(committed_hill):
     assert git(hill, "status", "--porcelain").out == ""
 
 
+@pytest.mark.slow
 def test_list_shows_the_tree_of_a_plain_git_commit(committed_hill):
     hill = committed_hill
     with open(hill / "README.md", "a", encoding="utf-8") as handle:
@@ -146,6 +156,7 @@ def test_list_shows_the_tree_of_a_plain_git_commit(committed_hill):
     assert json.loads(run_cli("list", "--json").out)[0]["tree_hash"] == tree
 
 
+@pytest.mark.slow
 def test_index_that_differs_from_the_working_tree_is_refused(committed_hill):
     hill = committed_hill
     evaluator = hill / "eval.py"
@@ -162,6 +173,7 @@ def test_index_that_differs_from_the_working_tree_is_refused(committed_hill):
     assert head(hill) == before
 
 
+@pytest.mark.slow
 def test_copy_of_private_data_is_refused_on_both_paths(committed_hill):
     hill = committed_hill
     (hill / "private").mkdir(exist_ok=True)

@@ -29,10 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from command_fixtures import make_command_hill
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
+from testing.command_fixtures import make_command_hill
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
 from hills import runner
 
 pytestmark = needs_bwrap
@@ -501,6 +500,7 @@ verdict()
     assert survivors.stdout.strip() == "", survivors.stdout
 
 
+@pytest.mark.slow
 def test_exhausting_memory_fails_the_solution_not_the_machine(hostile, tmp_path):
     started = time.monotonic()
     result, logged = attack(tmp_path, """\

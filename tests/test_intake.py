@@ -11,12 +11,11 @@ import signal
 
 import pytest
 
-from conftest import BWRAP_USABLE
+from testing.util import BWRAP_USABLE
 from hills import errors, evaluate, runner, snapshot, trust
 from hills import hill as hill_module
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, log_entries, attempts_log, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, log_entries, attempts_log, make_hill, on_machine, submission, tree_of
 
 # Scores score.txt, and says what it saw of the run folder's copies of the
 # submission (the snapshot and the replicate's folder) next to its own.
@@ -86,6 +85,7 @@ def comparable(report):
                                              "submission_git", "replicates", "solution_phase", "params")}
 
 
+@pytest.mark.slow
 def test_the_evaluator_boots_while_the_submission_is_copied_and_scores_the_same(hills_made, tmp_path, taken_in,
                                                                                 monkeypatch, before_children):
     folder = submission(tmp_path / "sub", {"score.txt": "2.5\n", "notes/a.txt": "a\n"})
@@ -123,6 +123,7 @@ def test_a_refusal_during_the_intake_leaves_no_process_and_no_started_entry(hill
     assert entries[-1]["start"] is None and entries[-1]["report"]["status"] == "refused"
 
 
+@pytest.mark.slow
 def test_a_stop_signal_during_the_intake_interrupts_it_before_anything_runs(hills_made, tmp_path, taken_in,
                                                                             monkeypatch, before_children):
     folder = submission(tmp_path / "sub", {"score.txt": "1\n"})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, submission, tree_of
 from hills import journal, numbers
 
 INSTANCE_EVAL = SCORE_EVAL.replace(
@@ -47,6 +47,7 @@ def page(climbed, module_machine):
     return result.out
 
 
+@pytest.mark.slow
 def test_the_journal_lists_every_attempt_with_status_and_reason(page: str) -> None:
     assert page.startswith("<!DOCTYPE html>")
     assert "7 attempt(s)" in page and "1 buggy" in page and "1 failing" in page and "5 passing" in page
@@ -67,6 +68,7 @@ def test_the_page_loads_nothing_from_anywhere(page: str) -> None:
     assert not re.search(r"url\(\s*['\"]?(https?:|//)", page)
 
 
+@pytest.mark.slow
 def test_groups_best_so_far_and_instances(climbed, module_machine) -> None:
     with on_machine(module_machine):
         from hills import hill
@@ -83,6 +85,7 @@ def test_groups_best_so_far_and_instances(climbed, module_machine) -> None:
     assert rows[0]["best"] == 21 and rows[0]["previous"] == pytest.approx(15.0000171)
 
 
+@pytest.mark.slow
 def test_the_score_axis_spans_the_passing_scores_and_a_far_failing_one_sits_on_its_edge(
         climbed, module_machine) -> None:
     with on_machine(module_machine):
@@ -94,6 +97,7 @@ def test_the_score_axis_spans_the_passing_scores_and_a_far_failing_one_sits_on_i
     assert "failing (off the scale)" in journal.score_plot(found)
 
 
+@pytest.mark.slow
 def test_an_edited_report_is_marked_invalid_and_exits_1(climbed, module_machine, tmp_path: Path) -> None:
     with on_machine(module_machine):
         log = attempts_log("climb", tree_of(climbed))
@@ -165,6 +169,7 @@ def _screenshot(html_file: Path, png: Path) -> None:
     assert done.returncode == 0 and png.is_file(), done.stderr[-2000:]
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_chromium_draws_the_score_plot(page: str, tmp_path: Path) -> None:
     html_file = tmp_path / "journal.html"
@@ -192,7 +197,7 @@ def test_attempts_and_rank_tell_a_tiny_gain_from_a_tie(climbed, module_machine) 
 
 
 def test_show_draws_the_picture_the_evaluator_gave(climbed, module_machine, tmp_path: Path) -> None:
-    from eval_fixtures import hills_home
+    from testing.eval_fixtures import hills_home
 
     with on_machine(module_machine):
         reports = sorted(hills_home().glob("runs/climb/*/report.json"))

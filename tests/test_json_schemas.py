@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
+from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
 
 PAGE = Path(__file__).resolve().parent.parent / "man" / "hills-json.5.rst"
 
@@ -54,6 +54,7 @@ def keys(items: object) -> set[str]:
     return {key for row in rows if isinstance(row, dict) for key in row}
 
 
+@pytest.mark.slow
 def test_attempts(outputs) -> None:
     value, known = outputs["attempts"], documented("ATTEMPTS")
     assert terms("ATTEMPTS") <= set(value)
@@ -70,6 +71,7 @@ def test_log(outputs) -> None:
     assert keys(value) == terms("LOG") and keys(value) <= known
 
 
+@pytest.mark.slow
 def test_rank(outputs) -> None:
     value, known = outputs["rank"], documented("RANK")
     assert set(value) == {"groups", "apart"}

@@ -8,9 +8,8 @@ import sys
 
 import pytest
 
-from command_fixtures import candidate, make_command_hill, run_dir, seen_env
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of
+from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
+from testing.eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of
 from hills import spaces
 
 HILL = "knobs"
@@ -177,6 +176,7 @@ def test_params_reads_the_trial_else_the_declared_defaults(tmp_path, monkeypatch
 
 # ---------------------------------------------------------------- hills eval -k
 
+@pytest.mark.slow
 def test_defaults_are_the_trial_without_knobs(knobs_hill, tmp_path):
     result = hills("eval", knob_sub(tmp_path / "sub"), "-H", HILL)
     assert result.code == 0, result.output
@@ -202,6 +202,7 @@ def test_knobs_reach_the_submission_through_spaces_params(knobs_hill, tmp_path):
     assert "knobs        scale=1.5  n=8  mode=b" in result.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knob, words", [
     ("scale=5", "refused: knob 'scale' must be in [0.5, 2.0], got 5"),
     ("n=0", "refused: knob 'n' must be in [1, 64], got 0"),
@@ -243,6 +244,7 @@ def test_knobs_without_a_declaration_are_refused(knobs_hill, tmp_path):
 
 # ---------------------------------------------------------------- hills tune
 
+@pytest.mark.slow
 def test_tune_logs_every_trial_and_writes_the_best_params(knobs_hill, tmp_path):
     sub = knob_sub(tmp_path / "cand")
     log = attempts_log(HILL, tree_of(knobs_hill))
@@ -324,6 +326,7 @@ def test_tune_with_optuna_missing_is_a_clear_environment_error(knobs_hill, tmp_p
     assert after == before, "no trial is spent before the tuner is known to work"
 
 
+@pytest.mark.slow
 def test_tune_with_optuna_logs_every_trial_and_keeps_the_best(knobs_hill, tmp_path):
     pytest.importorskip("optuna")
     log = attempts_log(HILL, tree_of(knobs_hill))

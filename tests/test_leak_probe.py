@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hill_yaml, hills, hills_home, real, uncommitted_template_hill
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hill_yaml, hills, hills_home, real, uncommitted_template_hill
 from hills import probe
 
 SECRET = '{"labels": [1, 2, 3]}\n'
@@ -210,6 +209,7 @@ def test_the_listeners_count_connections_themselves(tmp_path):
 
 # -- naive evaluators fail -------------------------------------------------------
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_evaluator_running_the_submission_itself_fails_the_probe(project, monkeypatch):
     """The scoring phase's guard stops the start and the probe fails naming
@@ -283,6 +283,7 @@ def unconfined(name: str, hill_dir: Path) -> bool:
     return report["metrics"][0]["value"] == 1
 
 
+@pytest.mark.slow
 @needs_bwrap
 @pytest.mark.parametrize("interpreter", ['"$HILLS_PYTHON"', "python3", sys.executable])
 def test_a_verifier_is_held_to_whether_its_submission_ran_unconfined(project, interpreter):
@@ -318,6 +319,7 @@ sdk.run_submission([sys.executable, "run.py"], timeout=20)
 """
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_evaluator_starting_the_submission_through_the_sdk_passes(project):
     hill_dir = function_hill("confined", SDK_BODY)
@@ -329,6 +331,7 @@ def test_an_evaluator_starting_the_submission_through_the_sdk_passes(project):
     hill_has_no_trace(hill_dir, "confined")
 
 
+@pytest.mark.slow
 @needs_bwrap
 @pytest.mark.parametrize("template", ["circle-packing", "bin-packing", "dataset", "default"])
 def test_the_templates_pass_the_probe(project, template):
@@ -346,6 +349,7 @@ def test_the_templates_pass_the_probe(project, template):
     assert cheats.rstrip().endswith(f"cheats tried, none got through; corpus v{corpus.VERSION}"), cheats
 
 
+@pytest.mark.slow
 def test_an_example_without_code_still_carries_the_payload(project):
     """The payload goes into the names evaluators run when the example
     lacks them: here the solution phase's solve.sh, a shell script."""
@@ -374,6 +378,7 @@ def test_every_file_that_could_run_carries_the_payload(tmp_path):
 
 # -- the boundary off ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_without_the_boundary_the_leak_is_a_warning(project, hermetic):
     """A `sandbox: none` control: the same evaluator that passes above
     leaks here, and the probe says what, as a warning."""
@@ -391,6 +396,7 @@ def test_without_the_boundary_the_leak_is_a_warning(project, hermetic):
     hill_has_no_trace(hill_dir, "open")
 
 
+@pytest.mark.slow
 def test_without_the_boundary_every_way_out_is_named(project, hermetic, monkeypatch):
     """The findings of an unconfined run, one by one (the line shows the
     first four). The process it leaves behind is killed by the eval's own

@@ -7,9 +7,8 @@ opportunistic climber would."""
 
 import pytest
 
-from conftest import git
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine
+from testing.util import git
+from testing.eval_fixtures import hills, make_hill, on_machine
 
 SECRET = "the held-out answer is 4242\n"
 EVAL = """\
@@ -77,6 +76,7 @@ def content_refusal(hill_dir):
     return refused_naming(hill_dir, "'private/secret.txt'", "reachable", "hill 'guarded'")
 
 
+@pytest.mark.slow
 def test_private_bytes_in_an_earlier_commit_on_a_side_branch(hill):
     side = commit_with(hill, [("100644", "blob", secret_blob(hill), "notes.txt")])
     plumb(hill, "update-ref", "refs/heads/side", side)
@@ -90,6 +90,7 @@ def test_private_bytes_in_a_tag(hill):
     content_refusal(hill)
 
 
+@pytest.mark.slow
 def test_private_bytes_in_a_lightweight_tag_to_a_blob(hill):
     plumb(hill, "update-ref", "refs/tags/raw", secret_blob(hill))
     content_refusal(hill)
@@ -124,6 +125,7 @@ def test_a_private_path_in_history(hill):
     assert "private/x" in message or "'private'" in message
 
 
+@pytest.mark.slow
 def test_a_plain_git_commit_is_refused_by_the_hook_too(hill):
     side = commit_with(hill, [("100644", "blob", secret_blob(hill), "notes.txt")])
     plumb(hill, "update-ref", "refs/heads/side", side)
@@ -148,12 +150,14 @@ def test_an_unreachable_object_alone_does_not_block(hill):
     assert result.code == 0, result.output
 
 
+@pytest.mark.slow
 def test_a_clean_hill_commits(hill):
     (hill / "README.md").write_text((hill / "README.md").read_text() + "\nClean.\n")
     result = hills("commit", "guarded", "-m", "clean")
     assert result.code == 0, result.output
 
 
+@pytest.mark.slow
 def test_a_private_path_hidden_behind_a_duplicate_tree(hill):
     """rev-list --objects names a tree once, by the first path it meets:
     the same tree under backup/ and private/ must still be found."""

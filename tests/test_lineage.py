@@ -8,8 +8,7 @@ import subprocess
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, make_hill
+from testing.eval_fixtures import SCORE_EVAL, hills, make_hill
 from hills import git
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import digest_of, write_files
+from testing.util import digest_of, write_files
 from hills import locks
 from hills.errors import Refused, UsageError
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import new_and_commit, run_cli
+from testing.util import new_and_commit, run_cli
 from hills import sandbox, state
 
 
@@ -146,6 +146,7 @@ def test_other_private_folders_of_the_same_name_are_hidden(two_demos):
     assert sandbox.private_elsewhere(second) == [os.path.join(first, "private")]
 
 
+@pytest.mark.slow
 def test_approval_belongs_to_one_hill_not_to_its_name(project, tmp_path, monkeypatch):
     first = str(new_and_commit())
     other = tmp_path / "other-project"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, run_cli
+from testing.util import git, run_cli
 from hills import check, manifest, schema
 from hills.errors import UsageError
-from key_fixtures import key_paths, put, wrong_type
+from testing.key_fixtures import key_paths, put, wrong_type
 
 # (what is broken, edit applied to the circle-packing hill.yaml, words the FAIL line must hold)
 MANIFEST_ERRORS = [
@@ -58,6 +58,7 @@ def fail_lines(result):
     return [line.strip() for line in result.out.splitlines() if line.strip().startswith("FAIL ")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, edit, words", MANIFEST_ERRORS, ids=[c[0] for c in MANIFEST_ERRORS])
 def test_manifest_error_fails_check_and_commit(hill, case, edit, words):
     path = hill / "hill.yaml"
@@ -103,6 +104,7 @@ def test_evaluator_that_does_not_bind_fails_the_contract(hill):
     assert "tolerance" in lines[0] or "n" in lines[0]
 
 
+@pytest.mark.slow
 def test_failing_hill_tests_block_the_commit(hill):
     (hill / "tests" / "test_broken.py").write_text("def test_always_fails():\n    assert 1 == 2\n")
     checked = run_cli("check", "circle-packing")
@@ -120,6 +122,7 @@ def test_failing_hill_tests_block_the_commit(hill):
     assert "nothing was committed" in committed.err
 
 
+@pytest.mark.slow
 def test_stale_uv_lock_fails_dependencies_even_after_a_passing_check(hill):
     assert run_cli("check", "circle-packing", "--no-tests").code == 0  # uv's yes is now remembered
     pyproject = hill / "pyproject.toml"
@@ -133,6 +136,7 @@ def test_stale_uv_lock_fails_dependencies_even_after_a_passing_check(hill):
     assert committed.error_lines[0].startswith("error: hill 'circle-packing' failed check 'dependencies'")
 
 
+@pytest.mark.slow
 def test_check_passes_on_a_good_hill(hill):
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
@@ -151,6 +155,7 @@ def test_nothing_to_commit(hill):
     assert committed.out == ""
 
 
+@pytest.mark.slow
 def test_the_default_template_note_to_the_author_fails_check_and_commit(project):
     created = run_cli("new", "demo")
     assert created.code == 0, created.output

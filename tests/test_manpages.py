@@ -69,12 +69,14 @@ def test_fill_replaces_only_the_marked_blocks() -> None:
 
 # ---------------------------------------------------------------- --check
 
+@pytest.mark.slow
 def test_the_checkout_is_in_step_and_regenerating_it_changes_nothing(man: Path) -> None:
     assert manpages.check(str(man)) == []
     if manpages._docutils_version() is not None:
         assert manpages.update(str(man)) == ([], [])
 
 
+@pytest.mark.slow
 def test_a_stale_generated_block_is_named_and_regenerated(man: Path) -> None:
     source = man / "hills-eval.1.rst"
     _edit(source, "    The hill to score against. Required.", "    The hill.")
@@ -108,6 +110,7 @@ def test_check_without_docutils_still_finds_a_stale_page(man: Path, monkeypatch:
     assert manpages.check(str(man)) == [Problem("stale", str(man / "hills-show.1"))]
 
 
+@pytest.mark.slow
 @needs_docutils
 def test_a_page_edited_by_hand_is_found_and_rendered_again(man: Path) -> None:
     page = man / "hills-show.1"
@@ -117,6 +120,7 @@ def test_a_page_edited_by_hand_is_found_and_rendered_again(man: Path) -> None:
     assert page.read_text(encoding="utf-8") == (MAN_DIR / "hills-show.1").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_missing_and_left_over_sources_and_pages(man: Path) -> None:
     (man / "hills-pin.1.rst").unlink()
     (man / "hills-gone.1.rst").write_text("gone\n", encoding="utf-8")
@@ -128,6 +132,7 @@ def test_missing_and_left_over_sources_and_pages(man: Path) -> None:
     assert manpages.main(["--check", str(man)]) == 1
 
 
+@pytest.mark.slow
 def test_blocks_and_markers_a_source_must_hold(man: Path, capsys: pytest.CaptureFixture[str]) -> None:
     eval_source, tune_source, home_source = (man / f"hills-{verb}.1.rst" for verb in ("eval", "tune", "home"))
     text = eval_source.read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN_DIR, REPO_ROOT, run_bin, run_cli
+from testing.util import BIN_DIR, REPO_ROOT, run_bin, run_cli
 from hills import manpages
 
 MAN = shutil.which("man")

@@ -13,9 +13,8 @@ import textwrap
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, last_report, make_hill, on_machine, submission, tree_of
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, last_report, make_hill, on_machine, submission, tree_of
 from hills import measures
 
 CLOCKED_EVAL = """\
@@ -230,6 +229,7 @@ print(json.dumps({"seconds": float(done.stdout.strip() or -1)}))
 """
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_ld_preload_that_stops_the_clocks_moves_nothing_hills_measures(clocked, tmp_path):
     import shutil

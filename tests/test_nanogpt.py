@@ -5,22 +5,23 @@ training run scores a finite val_loss below ln(vocab_size), `--final`
 reads the holdout split, and a report from other hardware ranks apart.
 
 torch comes from PyPI into the hill's own environment, about 3 GB to
-download once: these tests keep uv's cache where the user's is (or
-UV_CACHE_DIR as given), not in the session's throwaway one."""
+download once: these tests keep uv's cache in the suite's lasting one
+(testing.util.UV_CACHE: UV_CACHE_DIR as given, else in the checkout),
+not in the session's throwaway one, and never in the real HOME."""
 
 import json
 import math
-import os
-import pwd
 import re
 from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap, run_cli
+from testing.util import UV_CACHE, needs_bwrap, run_cli
 from hills import rank, signing, trust
 
-UV_CACHE = os.environ.get("UV_CACHE_DIR") or os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "uv")
+# Slow as a whole: every test needs the committed nanogpt hill (torch, a gate that trains).
+pytestmark = pytest.mark.slow
+
 KEY = trust.Keys(None, None, b"n" * 32, can_sign=True)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN_DIR, run_bin, run_cli
+from testing.util import BIN_DIR, run_bin, run_cli
 from hills import hill
 
 TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default", "nanogpt-10min"]
@@ -81,6 +81,7 @@ def test_examples_lists_every_template(project):
     assert list(as_json) == TEMPLATES and all(as_json.values())
 
 
+@pytest.mark.slow
 def test_a_template_with_make_data_builds_its_data_at_creation(project):
     result = run_cli("new", "digits", "-t", "dataset")
     assert result.code == 0, result.output

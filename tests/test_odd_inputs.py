@@ -9,13 +9,14 @@ import signal
 
 import pytest
 
-from conftest import new_and_commit, run_bin, run_cli
-from command_fixtures import command_yaml
-from eval_fixtures import last_report, make_hill, notes_lines, on_machine, submission, tree_of
+from testing.util import new_and_commit, run_bin, run_cli
+from testing.command_fixtures import command_yaml
+from testing.eval_fixtures import last_report, make_hill, notes_lines, on_machine, submission, tree_of
 from hills import manifest, spaces
 from hills.errors import UsageError
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_is_refused_by_name_and_logged(project):
     new_and_commit()
     submission = project / "odd"
@@ -58,6 +59,7 @@ def _log_of(project):
     return attempts["log"]
 
 
+@pytest.mark.slow
 def test_a_broken_log_refuses_the_eval_before_the_evaluator_runs(project):
     new_and_commit()
     example = project / ".hills" / "circle-packing" / "examples" / "grid"
@@ -75,6 +77,7 @@ def test_a_broken_log_refuses_the_eval_before_the_evaluator_runs(project):
     assert sorted(os.listdir(runs)) == before  # nothing ran
 
 
+@pytest.mark.slow
 def test_holdout_evals_of_an_unapproved_version_count_against_the_budget(project):
     hill = new_and_commit()
     with open(hill / "hill.yaml", "a", encoding="utf-8") as handle:
@@ -219,6 +222,7 @@ def test_a_hostile_params_json_is_refused_naming_the_file_and_the_limit(tmp_path
     assert warning == f"{words}; scored on the submission's own defaults"
 
 
+@pytest.mark.slow
 def test_a_hostile_params_json_with_knobs_exits_2_before_anything_runs(committed_hill, tmp_path):
     submitted = submission(tmp_path / "sub", {"params.json": HOSTILE_JSON["deep"][0]})
     with safety_net():
@@ -314,6 +318,7 @@ def test_a_command_hill_must_declare_exactly_one_metric(project, metrics, got):
                                       f"for a command evaluator (its result is one score), got {got}"]
 
 
+@pytest.mark.slow
 def test_a_submission_that_holds_the_machine_state_is_refused_before_anything_runs(project, monkeypatch):
     # The snapshot of such a folder would copy the run folder into itself.
     new_and_commit()

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import TRIVIAL_TEST, hills, make_hill, submission
+from testing.util import needs_bwrap
+from testing.eval_fixtures import TRIVIAL_TEST, hills, make_hill, submission
 from hills import state
 
 SECRET = "the-answer-is-42\n"
@@ -246,6 +245,7 @@ def command_hill(name, run, *, sandbox="auto"):
     return hill_dir
 
 
+@pytest.mark.slow
 @needs_bwrap
 @pytest.mark.parametrize("run", ['"$HILLS_PYTHON" solution.py', "python3 solution.py", "python solution.py",
                                  '"$HILLS_PYTHON" -c "$(cat solution.py)"', '"$HILLCLIMB_PYTHON" solution.py',
@@ -257,6 +257,7 @@ def test_the_confined_interpreter_confines_whatever_it_is_given(tmp_path, run):
     assert report["metrics"][0]["value"] == 0.0, (tmp_path, run)
 
 
+@pytest.mark.slow
 def test_with_the_sandbox_off_the_relative_solution_reads_the_key(tmp_path):
     """The control for the test above."""
     command_hill("opencmd", '"$HILLS_PYTHON" solution.py', sandbox="none")
@@ -265,6 +266,7 @@ def test_with_the_sandbox_off_the_relative_solution_reads_the_key(tmp_path):
     assert report["metrics"][0]["value"] == 1.0
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_hillclimb_python_trusts_a_script_of_the_hill_only(tmp_path):
     hill_dir = command_hill("hc", '"$HILLCLIMB_PYTHON" problem/reader.py')
@@ -279,6 +281,7 @@ def test_hillclimb_python_trusts_a_script_of_the_hill_only(tmp_path):
     assert report["metrics"][0]["value"] == 1.0
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path, monkeypatch):
     """The confined interpreter runs the sdk as a file: a hills/sdk.py in the

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from conftest import git
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, last_report, make_hill, notes_lines, on_machine, real, submission, \
+from testing.util import git
+from testing.eval_fixtures import SCORE_EVAL, hills, last_report, make_hill, notes_lines, on_machine, real, submission, \
     tree_of
 from hills import state
 

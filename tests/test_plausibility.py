@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from conftest import new_and_commit, run_cli
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import GRID_EXAMPLE, REPO_ROOT, hills, submission
+from testing.util import new_and_commit, run_cli
+from testing.eval_fixtures import GRID_EXAMPLE, REPO_ROOT, hills, submission
 from hills import manifest, rank, report, trust
 from hills.errors import UsageError
 
@@ -113,6 +112,7 @@ def test_a_bad_bound_or_neutral_names_the_key_and_what_was_expected(case: str, e
     assert caught.value.exit_code == 2
 
 
+@pytest.mark.slow
 def test_hills_check_fails_a_bad_bound_with_exit_1(project: Path) -> None:
     hill_dir = new_and_commit("packing")
     path = hill_dir / "hill.yaml"
@@ -229,6 +229,7 @@ def evaluated(sub: Path, *params: str, expect: int = 0) -> dict[str, Any]:
     return result.report
 
 
+@pytest.mark.slow
 def test_the_loosened_tolerance_attack_no_longer_ranks_first(attack: dict[str, Path]) -> None:
     honest = evaluated(attack["honest"])
     assert honest["status"] == "passing" and 2.629 < sum_of(honest) < 2.6359830849
@@ -266,6 +267,7 @@ def test_the_loosened_tolerance_attack_no_longer_ranks_first(attack: dict[str, P
     assert "; ranked apart: tolerance=0.001 (default 1e-09)] seq" in shown
 
 
+@pytest.mark.slow
 def test_show_gives_the_reason_and_what_sets_a_report_apart(attack: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "cheat.json"
     result = hills("eval", attack["grown"], "-H", "packing", "-p", LOOSE, "-o", out)
@@ -277,6 +279,7 @@ def test_show_gives_the_reason_and_what_sets_a_report_apart(attack: dict[str, Pa
     assert "  ranks apart  tolerance=0.001 (default 1e-09): only with reports that used the same values" in shown.out
 
 
+@pytest.mark.slow
 def test_control_without_the_bound_and_under_the_old_rule_the_attack_ranks_first(
         attack: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The same attack on a hill without the bound: it passes, and with the
@@ -303,10 +306,11 @@ def test_control_without_the_bound_and_under_the_old_rule_the_attack_ranks_first
     assert top(old["groups"]) == pytest.approx(cheat_score) and cheat_score > 2.6359830849
 
 
+@pytest.mark.slow
 def test_a_command_verifier_is_judged_alike(project: Path, tmp_path: Path) -> None:
     """The score of a command verifier meets the same bounds: below the
     ceiling it passes, above it it is implausible (exit 1), both logged."""
-    from command_fixtures import candidate, command_yaml, make_command_hill
+    from testing.command_fixtures import candidate, command_yaml, make_command_hill
 
     yaml = command_yaml("bounded").replace("  - {name: score, direction: max}\n",
                                            "  - {name: score, direction: max, floor: 0, ceiling: 100}\n")
@@ -322,7 +326,7 @@ def test_a_command_verifier_is_judged_alike(project: Path, tmp_path: Path) -> No
 
 
 def test_a_neutral_param_ranks_beside_the_default_end_to_end(project: Path, tmp_path: Path) -> None:
-    from eval_fixtures import SCORE_EVAL, make_hill
+    from testing.eval_fixtures import SCORE_EVAL, make_hill
 
     make_hill("seeded", SCORE_EVAL, params="""\
         seed: {type: int, default: 0, neutral: true}

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from eval_fixtures import SCORE_EVAL, hills, make_hill, submission
+from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, submission
 from hills import check, progress
 
 

@@ -5,7 +5,9 @@ import os
 import re
 from pathlib import Path
 
-from conftest import run_bin
+import pytest
+
+from testing.util import run_bin
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -17,6 +19,7 @@ def readme_quickstart_commands():
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.strip().splitlines()]
 
 
+@pytest.mark.slow
 def test_quickstart_runs_end_to_end(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
+from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
 from hills import rank, signing, trust
 
 KEY = trust.Keys(None, None, b"k" * 32, can_sign=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import blake3
 import pytest
 
-from conftest import Result, git, run_cli
+from testing.util import Result, git, run_cli
 from hills import commit as commit_module, report
 
 MARKER_TEST = """\
@@ -53,6 +53,7 @@ def committed_lock(hill_dir: Path) -> str:
     return git(hill_dir, "show", "HEAD:private.lock").out
 
 
+@pytest.mark.slow
 def test_unchanged_gate_inputs_skip_the_tests_but_not_the_locks(hill: Path, tmp_path: Path) -> None:
     (hill / "private" / "answers.txt").write_text("new held-out answers\n")
     again = commit("new held-out data")
@@ -63,6 +64,7 @@ def test_unchanged_gate_inputs_skip_the_tests_but_not_the_locks(hill: Path, tmp_
     assert "blake3:" + blake3.blake3(b"new held-out answers\n").hexdigest() in committed_lock(hill)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["a test file", "uv.lock", "the hills version"])
 def test_a_changed_gate_input_runs_the_gate_again(hill: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    change: str) -> None:
@@ -80,6 +82,7 @@ def test_a_changed_gate_input_runs_the_gate_again(hill: Path, tmp_path: Path, mo
     assert "(remembered)" not in again.err
 
 
+@pytest.mark.slow
 def test_a_failed_gate_is_never_remembered(hill: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (hill / "README.md").write_text((hill / "README.md").read_text() + "\nA failing revision.\n")
     monkeypatch.setenv("GATE_FAIL", "1")
@@ -94,6 +97,7 @@ def test_a_failed_gate_is_never_remembered(hill: Path, tmp_path: Path, monkeypat
     assert runs(tmp_path) == 4
 
 
+@pytest.mark.slow
 def test_the_hook_remembers_the_verdict_of_hills_commit(hill: Path, tmp_path: Path) -> None:
     """A plain git commit after new private data: the hook regenerates the
     lock and refuses until it is staged, without running the tests again."""
@@ -107,6 +111,7 @@ def test_the_hook_remembers_the_verdict_of_hills_commit(hill: Path, tmp_path: Pa
     assert runs(tmp_path) == 1
 
 
+@pytest.mark.slow
 def test_hills_check_always_runs_the_tests(hill: Path, tmp_path: Path) -> None:
     checked = run_cli("check", "circle-packing")
     assert checked.code == 0, checked.output
@@ -139,6 +144,7 @@ def edit_readme(hill_dir: Path, text: str) -> None:
     (hill_dir / "README.md").write_text((hill_dir / "README.md").read_text() + f"\n{text}\n")
 
 
+@pytest.mark.slow
 def test_a_recommit_audits_only_new_objects(hill: Path, audits: list[str]) -> None:
     assert (hill / ".vc" / commit_module.AUDIT_STATE).is_file()
     edit_readme(hill, "Nothing private changed.")
@@ -149,6 +155,7 @@ def test_a_recommit_audits_only_new_objects(hill: Path, audits: list[str]) -> No
     assert audits == []
 
 
+@pytest.mark.slow
 def test_new_private_bytes_that_git_holds_audit_everything(hill: Path, audits: list[str]) -> None:
     """Unreachable, so no leak; but only the whole audit can tell."""
     plumb(hill, "hash-object", "-w", "--stdin", input="answers once staged by mistake\n")
@@ -157,6 +164,7 @@ def test_new_private_bytes_that_git_holds_audit_everything(hill: Path, audits: l
     assert audits == ["all"]
 
 
+@pytest.mark.slow
 def test_the_new_objects_still_hold_no_copy_of_private_data(hill: Path, audits: list[str]) -> None:
     secret = plumb(hill, "hash-object", "-w", "--", "private/answers.txt")
     tree = plumb(hill, "mktree", input=f"100644 blob {secret}\tnotes.txt\n")
@@ -170,6 +178,7 @@ def test_the_new_objects_still_hold_no_copy_of_private_data(hill: Path, audits: 
     assert audits == []  # found by the audit of the new objects alone
 
 
+@pytest.mark.slow
 def test_a_new_private_file_is_audited_against_all_history(hill: Path, audits: list[str]) -> None:
     """Bytes committed as a public file, later moved into private/: the old
     commit was audited when those bytes were not private, so a new private
@@ -183,6 +192,7 @@ def test_a_new_private_file_is_audited_against_all_history(hill: Path, audits: l
     assert audits == ["all"]
 
 
+@pytest.mark.slow
 def test_an_old_tree_moved_under_private_is_found(hill: Path, audits: list[str]) -> None:
     """A tree audited under backup/ and then put at private/ by a new
     commit is not listed again as a new object; the new commit is asked
@@ -200,6 +210,7 @@ def test_an_old_tree_moved_under_private_is_found(hill: Path, audits: list[str])
     assert "'private/x.txt' is in the history of hill 'circle-packing'" in refused.error_lines[0]
 
 
+@pytest.mark.slow
 def test_a_new_ref_to_an_old_tree_holding_private_is_found(hill: Path, audits: list[str]) -> None:
     """backup/private/ is an ordinary folder; a ref to the backup/ tree puts
     it at the top, where the audit of the whole history does not look."""
@@ -213,6 +224,7 @@ def test_a_new_ref_to_an_old_tree_holding_private_is_found(hill: Path, audits: l
     assert "'private' is in the history of hill 'circle-packing'" in refused.error_lines[0]
 
 
+@pytest.mark.slow
 def test_an_edited_audit_record_audits_everything(hill: Path, audits: list[str]) -> None:
     record = hill / ".vc" / commit_module.AUDIT_STATE
     document = json.loads(record.read_text())

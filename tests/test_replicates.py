@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from command_fixtures import candidate, make_command_hill, run_dir, seen_env
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 from hills import replicates
 
 # With case `seed` the verifier scores 1, 3, 5, 2, 4 for seeds 0..4, plus the
@@ -112,6 +111,7 @@ def five(reps, module_machine, tmp_path_factory):
         return result.report, result.err
 
 
+@pytest.mark.slow
 def test_repeat_runs_seeds_0_to_n_minus_1(five):
     report, _ = five
     assert report["replicates"] == 5
@@ -139,6 +139,7 @@ def test_medians_and_spread_are_exact(five):
     assert hills("verify", run_dir("reps", report) / "report.json").code == 0
 
 
+@pytest.mark.slow
 def test_hill_yaml_replicates_and_repeat_overrides_it(reps3, tmp_path):
     sub = candidate(tmp_path / "sub", case="seed", solution="print(0)\n")
     report = seeded_eval("reps3", sub)
@@ -154,6 +155,7 @@ def test_hill_yaml_replicates_and_repeat_overrides_it(reps3, tmp_path):
     assert (run_dir("reps3", one) / "submission").is_dir()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 def test_repeat_must_be_a_positive_integer(reps, tmp_path, value):
     result = hills("eval", candidate(tmp_path / "sub"), "-H", "reps", "--repeat", value)
@@ -175,6 +177,7 @@ def test_a_buggy_replicate_stops_the_eval(reps, tmp_path):
 
 # ---------------------------------------------------------------- noise in rank and attempts
 
+@pytest.mark.slow
 def test_rank_and_attempts_label_a_gap_within_the_spread_as_noise(noisy, tmp_path):
     low = seeded_eval("noisy", candidate(tmp_path / "low", case="seed", solution="print(0)\n"))
     high = seeded_eval("noisy", candidate(tmp_path / "high", case="seed", solution="print(1)\n"))

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, submission, tree_of
 from hills import rescore
 
 # The fixed evaluator: a score above 5 was a hack (it reads score.txt only).
 FIXED_EVAL = SCORE_EVAL.replace('value = float(text)', 'value = float(text)\n        value = value if value <= 5 else 0.5')
 
 
+@pytest.mark.slow
 def test_a_fixed_evaluator_collapses_the_hacked_score_first(tmp_path):
     hill_dir = make_hill("res", SCORE_EVAL)
     old_tree = tree_of(hill_dir)

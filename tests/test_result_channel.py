@@ -5,9 +5,8 @@ by signal is buggy."""
 
 import pytest
 
-from conftest import needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.util import needs_bwrap
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 
 # Finds its parent's pipes through /proc, writes a passing result to each,
 # then SIGKILLs the parent (unless told to leave it alive) so the parent's

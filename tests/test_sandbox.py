@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE, needs_bwrap
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, make_hill, on_machine, submission,
+from testing.util import BWRAP_USABLE, needs_bwrap
+from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, make_hill, on_machine, submission,
                            tree_of)
 from hills import sandbox, sdk
 from hills.errors import EnvironmentProblem
@@ -288,13 +287,14 @@ def test_sandbox_bwrap_with_bwrap_is_isolated(strict, scored):
 @needs_bwrap
 def test_real_executable_eval_is_isolated_too(plain, scored):
     """Through bin/hills-eval in a subprocess, not only in-process."""
-    from eval_fixtures import real
+    from testing.eval_fixtures import real
 
     done = real("hills-eval", scored, "-H", "plain")
     assert done.code == 0, done.output
     assert ISOLATION_BWRAP in json.loads(done.out)["config"]
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_sandboxed_circle_packing_example_scores(committed_hill):
     result = hills("eval", committed_hill / "examples" / "grid", "-H", "circle-packing")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_bwrap, new_and_commit, run_cli
+from testing.util import needs_bwrap, new_and_commit, run_cli
 
 
 @pytest.fixture
@@ -29,6 +29,7 @@ def linked(hermetic, monkeypatch, tmp_path):
     return {"real": real, "links": links}
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_eval_through_linked_home_and_project_scores(linked):
     hill = new_and_commit()
@@ -58,7 +59,7 @@ READ_EVAL = """\
 def test_the_key_is_hidden_through_the_link_and_the_real_path(linked):
     import json
 
-    from eval_fixtures import make_hill, submission
+    from testing.eval_fixtures import make_hill, submission
 
     make_hill("reader", READ_EVAL, timeout=30)
     through_link = os.path.join(os.environ["HILLS_HOME"], "key")
@@ -71,6 +72,7 @@ def test_the_key_is_hidden_through_the_link_and_the_real_path(linked):
     assert seen == {through_link: "FileNotFoundError", through_real: "FileNotFoundError"}
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_check_says_isolation_ok_through_links(linked):
     new_and_commit()
@@ -79,6 +81,7 @@ def test_check_says_isolation_ok_through_links(linked):
     assert "ok" in next(line for line in checked.output.splitlines() if "isolation" in line)
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_check_fails_when_the_sandboxed_probe_fails(committed_hill, monkeypatch, tmp_path):
     """A bwrap that works for a bare namespace but not for the eval's own

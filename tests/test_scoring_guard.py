@@ -10,9 +10,7 @@ import textwrap
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, submission
-from warm_fixtures import warm  # noqa: F401 (a fixture)
+from testing.eval_fixtures import hills, submission
 from hills import commit, evaluate
 from hills.hill import Hill
 
@@ -69,7 +67,7 @@ def naive_hill(name, starts, gate=False):
 
     hill_dir = Path(created.out.strip())
     (hill_dir / "eval.py").write_text(source)
-    from eval_fixtures import TRIVIAL_TEST, hill_yaml
+    from testing.eval_fixtures import TRIVIAL_TEST, hill_yaml
 
     (hill_dir / "hill.yaml").write_text(hill_yaml(name, timeout=20))
     (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST)
@@ -181,7 +179,7 @@ def verifier_hill(name, run, gate=False):
     assert created.code == 0, created.output
     from pathlib import Path
 
-    from eval_fixtures import TRIVIAL_TEST
+    from testing.eval_fixtures import TRIVIAL_TEST
 
     hill_dir = Path(created.out.strip())
     (hill_dir / "eval.py").unlink()
@@ -226,7 +224,7 @@ def test_the_gate_fails_a_verifier_that_runs_a_script_of_the_example_directly(tm
     """`./run.sh` is a start no guard sees (the verifier's own bash execs
     it): the leak probe's payload, put into run.sh, reads private/ from it,
     and the hill is not committed."""
-    from eval_fixtures import hills_home  # noqa: F401
+    from testing.eval_fixtures import hills_home  # noqa: F401
 
     hill_dir, committed = verifier_hill("direct", "chmod +x run.sh && ./run.sh", gate=True)
     assert committed.code == 1, committed.output
@@ -244,7 +242,7 @@ def test_the_gate_fails_the_naive_evaluator_whose_example_has_no_run_py(project)
     assert created.code == 0, created.output
     from pathlib import Path
 
-    from eval_fixtures import TRIVIAL_TEST, hill_yaml
+    from testing.eval_fixtures import TRIVIAL_TEST, hill_yaml
 
     hill_dir = Path(created.out.strip())
     assert not (hill_dir / "examples" / "grid" / "run.py").exists()
@@ -260,12 +258,13 @@ def test_the_gate_fails_the_naive_evaluator_whose_example_has_no_run_py(project)
                                                "submission's file 'run.py'"), committed.error_lines
 
 
+@pytest.mark.slow
 def test_the_guard_holds_served_warm_and_from_a_standby(tmp_path, warm):  # noqa: F811 (warm: a fixture)
     """The same attack through the real executable, served by a warm
     server: the first call cold-starts the server, the next ones are served
     (the last by the standby its spare made); every one is buggy."""
-    from eval_fixtures import real
-    from warm_fixtures import served, wait_for_server
+    from testing.eval_fixtures import real
+    from testing.warm_fixtures import served, wait_for_server
 
     naive_hill("warm-naive", STARTS["subprocess of sys.executable"])
     sub = submission(tmp_path / "sub", {"run.py": THIEF})

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, hills_home, make_hill, on_machine, submission
+from testing.eval_fixtures import hills, hills_home, make_hill, on_machine, submission
 from hills import evaluate, report, uvenv
 
 # Its metric is 1.0 unless something planted ran before or while it imported

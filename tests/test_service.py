@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hills import protocol
-from service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
+from testing.service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
                               running_service, submission)
 
 pytestmark = needs_root
@@ -44,6 +44,7 @@ def same_user(**extra: str) -> dict[str, str]:
 
 # ------------------------------------------------------------ evals and reports
 
+@pytest.mark.slow
 def test_a_climber_evaluates_through_the_service_and_the_report_says_so(service):
     folder = submission(service, service.climber, "sub")
     result = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
@@ -55,6 +56,7 @@ def test_a_climber_evaluates_through_the_service_and_the_report_says_so(service)
     assert folder not in json.dumps(report)
 
 
+@pytest.mark.slow
 def test_the_services_copy_is_known_clean_without_git(service):
     from hills import gitobjects
     from hills.git import Repo
@@ -65,6 +67,7 @@ def test_the_services_copy_is_known_clean_without_git(service):
     assert gitobjects.clean_by_stat(str(copy / ".vc"), str(copy), tree, excluded_blobs(str(copy)))
 
 
+@pytest.mark.slow
 def test_same_user_reports_say_same_user_and_the_local_user(service):
     made = make_hill(service, service.climber, "own", extra_env=same_user())
     assert made.code == 0, made.err
@@ -75,6 +78,7 @@ def test_same_user_reports_say_same_user_and_the_local_user(service):
     assert result.report["trust"] == "same-user" and result.report["user"] == service.climber
 
 
+@pytest.mark.slow
 def test_a_same_user_climber_cannot_sign_a_report_that_claims_the_service(service):
     project = Path(home_of(service.climber)) / "project"
     made = make_hill(service, service.climber, "claims", extra_env=same_user())
@@ -100,6 +104,7 @@ def test_a_same_user_climber_cannot_sign_a_report_that_claims_the_service(servic
     assert f"this process is not the hills service: '{fake}/service.json' was not written by root" in faked.err
 
 
+@pytest.mark.slow
 def test_the_admin_may_delete_private_after_commit_and_evals_still_score(service):
     private = Path(home_of(service.admin)) / "project" / ".hills" / DEMO / "private"
     subprocess.run(["rm", "-rf", str(private)], check=True)
@@ -109,6 +114,7 @@ def test_the_admin_may_delete_private_after_commit_and_evals_still_score(service
     assert result.report["details"]["secret_words"] == 8
 
 
+@pytest.mark.slow
 def test_verify_offline_and_with_openssh_alone(service, tmp_path):
     folder = submission(service, service.climber, "sub-verify")
     report = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
@@ -149,6 +155,7 @@ def test_verify_offline_and_with_openssh_alone(service, tmp_path):
     assert checked.returncode == 0, checked.stderr
 
 
+@pytest.mark.slow
 def test_an_edited_service_report_is_invalid(service):
     folder = submission(service, service.climber, "sub-edit")
     report = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json").report
@@ -161,6 +168,7 @@ def test_an_edited_service_report_is_invalid(service):
 
 # ------------------------------------------------------------ refusals by role
 
+@pytest.mark.slow
 def test_a_climber_is_refused_commit_and_pin(service):
     for args in (("pin", DEMO), ("commit", DEMO, "-m", "mine")):
         refused = service.hills(service.climber, *args)
@@ -168,6 +176,7 @@ def test_a_climber_is_refused_commit_and_pin(service):
         assert f"'hills {args[0]}' is for the service's admins; user '{service.climber}' is a climber" in refused.err
 
 
+@pytest.mark.slow
 def test_control_a_same_user_climber_pins_its_own_edited_evaluator(service):
     project = str(Path(home_of(service.climber)) / "project")
     if not (Path(project) / ".hills" / "own").exists():
@@ -176,18 +185,21 @@ def test_control_a_same_user_climber_pins_its_own_edited_evaluator(service):
     assert pinned.code == 0, pinned.err
 
 
+@pytest.mark.slow
 def test_the_admin_pins_through_the_service(service):
     pinned = service.hills(service.admin, "pin", DEMO)
     assert pinned.code == 0, pinned.err
     assert "approved tree" in pinned.err
 
 
+@pytest.mark.slow
 def test_a_user_who_is_neither_is_refused(service):
     refused = service.hills(service.outsider, "list")
     assert refused.code == 1
     assert f"user '{service.outsider}'" in refused.err and "neither an admin nor a climber" in refused.err
 
 
+@pytest.mark.slow
 def test_arguments_that_name_the_services_places_are_refused(service):
     key = str(service.state / "home" / "key")
     folder = submission(service, service.climber, "sub-places")
@@ -199,6 +211,7 @@ def test_arguments_that_name_the_services_places_are_refused(service):
         assert words in refused.err
 
 
+@pytest.mark.slow
 def test_the_climber_cannot_read_the_key_the_vault_or_private_data(service):
     for path in (service.state / "home" / "key", service.state / "home" / "vault",
                  service.state / "project" / ".hills" / DEMO / "private" / "secret.txt"):
@@ -210,6 +223,7 @@ def test_the_climber_cannot_read_the_key_the_vault_or_private_data(service):
     assert own.code == 0 and "PRIVATE KEY" in own.out
 
 
+@pytest.mark.slow
 def test_the_climber_cannot_delete_the_services_logs(service):
     gone = service.shell(service.climber, f"rm -rf '{service.state}/home/state'")
     assert gone.code != 0
@@ -227,6 +241,7 @@ def _wait_for(condition, timeout=60.0):
     return False
 
 
+@pytest.mark.slow
 def test_killing_the_client_mid_final_eval_neither_stops_nor_hides_it(service):
     folder = submission(service, service.climber, "sub-peek", answer="9", sleep=3)
     client = subprocess.Popen(service.argv(service.climber, [*service.python, "-m", "hills", "eval", folder,
@@ -246,6 +261,7 @@ def test_killing_the_client_mid_final_eval_neither_stops_nor_hides_it(service):
     assert again.code == 5 and "budget" in again.err and "spent" in again.err
 
 
+@pytest.mark.slow
 def test_control_in_same_user_mode_killing_the_eval_leaves_no_outcome(service):
     project = str(Path(home_of(service.climber)) / "project")
     if not (Path(project) / ".hills" / "own").exists():
@@ -271,6 +287,7 @@ def test_control_in_same_user_mode_killing_the_eval_leaves_no_outcome(service):
     assert len([line for line in lines() if "report" in line]) == before
 
 
+@pytest.mark.slow
 def test_control_a_same_user_climber_deletes_its_log_and_gets_the_budget_back(service):
     project = str(Path(home_of(service.climber)) / "project")
     hill = Path(project) / ".hills" / "peeky"
@@ -286,6 +303,7 @@ def test_control_a_same_user_climber_deletes_its_log_and_gets_the_budget_back(se
     assert again.code == 0, again.err  # the budget came back: what the service closes
 
 
+@pytest.mark.slow
 def test_a_crashed_service_process_leaves_an_abandoned_eval_that_counts(service):
     folder = submission(service, service.climber, "sub-crash", sleep=30)
     client = subprocess.Popen(service.argv(service.climber, [*service.python, "-m", "hills", "eval", folder,
@@ -305,6 +323,7 @@ def test_a_crashed_service_process_leaves_an_abandoned_eval_that_counts(service)
     assert service.hills(service.climber, "list").code == 0
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_climber_evals_all_land_with_the_chain_intact(service):
     folders = [submission(service, service.climber, f"sub-many-{index}", answer=str(index)) for index in range(16)]
     before = len([line for line in service.log_lines(DEMO) if "report" in line])
@@ -329,6 +348,7 @@ def test_sixteen_concurrent_climber_evals_all_land_with_the_chain_intact(service
 
 # ------------------------------------------------------------ the protocol under abuse
 
+@pytest.mark.slow
 def test_malformed_oversized_and_slow_requests_are_refused_without_harming_others(service):
     def refused(payload: bytes) -> dict:
         return error_of(raw_bytes(service, service.climber, payload)[0])
@@ -349,6 +369,7 @@ def test_malformed_oversized_and_slow_requests_are_refused_without_harming_other
     assert "too slow" in error_of(answer)["message"] and seconds < protocol.FIRST_DEADLINE_S + 3
 
 
+@pytest.mark.slow
 def test_an_old_client_is_told_the_protocol_changed(service):
     old = {"type": "request", "version": 1, "verb": "eval", "argv": [".hills", "-H", DEMO], "files": []}
     answer = raw_request(service, service.climber, old)
@@ -363,6 +384,7 @@ def _runs_left(service: Service) -> list[str]:
     return sorted(os.listdir(service.state / "requests"))
 
 
+@pytest.mark.slow
 def test_raw_requests_naming_the_services_places_or_undeclared_options_are_refused_by_name(service):
     folder = submission(service, service.climber, "sub-raw")
     # Control: the hand-made client scores a submission it streams, as the CLI does.
@@ -394,6 +416,7 @@ def test_raw_requests_naming_the_services_places_or_undeclared_options_are_refus
     assert _wait_for(lambda: _runs_left(service) == [], timeout=10)
 
 
+@pytest.mark.slow
 def test_on_ray_through_the_cli_is_refused_without_a_configured_cluster(service):
     folder = submission(service, service.climber, "sub-ray")
     refused = service.hills(service.climber, "eval", folder, "-H", DEMO, "--on", "ray")
@@ -401,6 +424,7 @@ def test_on_ray_through_the_cli_is_refused_without_a_configured_cluster(service)
     assert "ray_address" in refused.err
 
 
+@pytest.mark.slow
 def test_on_ray_goes_only_to_the_cluster_the_admin_configured(service):
     config = service.state / "service.json"
     saved = config.read_text()
@@ -430,6 +454,7 @@ def test_on_ray_goes_only_to_the_cluster_the_admin_configured(service):
         assert own.code != 0 and "cannot join the Ray cluster at '127.0.0.2:9'" in own.err, own.err
 
 
+@pytest.mark.slow
 def test_against_a_reference_works_and_the_client_writes_the_files(service):
     home = Path(home_of(service.climber))
     folder = submission(service, service.climber, "sub-ab", answer="9")
@@ -460,6 +485,7 @@ def _tree(folder: Path) -> list[str]:
     return [os.path.join(root, name) for root, _, names in os.walk(folder) for name in names]
 
 
+@pytest.mark.slow
 def test_the_summary_names_the_climbers_own_folder(service):
     folder = submission(service, service.climber, "sub-named")
     result = service.hills(service.climber, "eval", folder, "-H", DEMO)
@@ -467,6 +493,7 @@ def test_the_summary_names_the_climbers_own_folder(service):
     assert f"submission   {folder}" in result.err and str(service.state) not in result.err
 
 
+@pytest.mark.slow
 def test_tune_trials_through_the_service_are_the_climbers(service):
     folder = submission(service, service.climber, "sub-tune")
     (Path(folder) / "params.json").write_text(json.dumps({"scale": {"type": "float", "low": 0.5, "high": 2.0,
@@ -484,6 +511,7 @@ def test_tune_trials_through_the_service_are_the_climbers(service):
     assert tuned.report["best_params_file"] == str(best)
 
 
+@pytest.mark.slow
 def test_the_climber_cannot_touch_the_services_notes_and_its_own_count_for_nothing(service):
     vc = service.state / "project" / ".hills" / DEMO / ".vc"
     deleted = service.shell(service.climber, f"git --git-dir='{vc}' update-ref -d refs/notes/hills/reports")
@@ -500,6 +528,7 @@ def test_the_climber_cannot_touch_the_services_notes_and_its_own_count_for_nothi
     assert service.shell(service.climber, f"git --git-dir='{own_vc}' update-ref -d refs/notes/hills/reports").code == 0
 
 
+@pytest.mark.slow
 def test_submitted_code_in_the_service_reaches_neither_the_key_nor_the_vault(service):
     folder = Path(submission(service, service.climber, "sub-probe"))
     targets = [str(service.state / "home" / "key"), str(service.state / "home" / "vault"),
@@ -516,6 +545,7 @@ def test_submitted_code_in_the_service_reaches_neither_the_key_nor_the_vault(ser
     assert result.report["isolation"]["runs"] == 1
 
 
+@pytest.mark.slow
 def test_a_stopped_service_removes_its_socket_and_the_cli_says_it_cannot_reach_it(service):
     service.stop()
     try:
@@ -529,6 +559,7 @@ def test_a_stopped_service_removes_its_socket_and_the_cli_says_it_cannot_reach_i
         service.start()
 
 
+@pytest.mark.slow
 def test_a_new_version_replaces_the_served_one_and_the_old_ones_history_stays(service):
     hill = Path(home_of(service.admin)) / "project" / ".hills" / CRASH
     old_tree = service.hills(service.climber, "describe", CRASH, "--json")
@@ -549,6 +580,7 @@ def test_a_new_version_replaces_the_served_one_and_the_old_ones_history_stays(se
     assert log.code == 0 and "second" in log.out and "first" in log.out, log.out + log.err
 
 
+@pytest.mark.slow
 def test_the_climbers_reading_verbs_answer_through_the_service(service):
     folder = submission(service, service.climber, "sub-read")
     report = service.hills(service.climber, "eval", folder, "-H", DEMO, "--json")
@@ -563,6 +595,7 @@ def test_the_climbers_reading_verbs_answer_through_the_service(service):
     assert shown.code == 0, shown.err
 
 
+@pytest.mark.slow
 def test_setup_run_again_changes_the_roles_of_the_running_service(service):
     assert service.hills(service.outsider, "list").code == 1
     again = subprocess.run(["env", f"HILLS_SERVICE_CONFIG={service.client_config}",

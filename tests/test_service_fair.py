@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hills import protocol
-from service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, remove_user,
+from testing.service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, remove_user,
                               request, submission)
 
 pytestmark = needs_root
@@ -232,6 +232,7 @@ def _wait_for(condition, timeout: float = 30.0) -> bool:
 
 # ------------------------------------------------------------ a no-role flood
 
+@pytest.mark.slow
 def test_control_with_fair_share_off_a_no_role_flood_blocks_the_admin(fair):
     fair.stop()
     fair.start_unfair()
@@ -248,6 +249,7 @@ def test_control_with_fair_share_off_a_no_role_flood_blocks_the_admin(fair):
     assert busy, [(answer.code, answer.err) for answer in answers]
 
 
+@pytest.mark.slow
 def test_a_no_role_flood_holds_no_slot_and_everyone_else_is_served(fair):
     flood = fair.script(fair.outsider, FLOOD, {"seconds": 12, "hold": 200})
     time.sleep(2)
@@ -261,6 +263,7 @@ def test_a_no_role_flood_holds_no_slot_and_everyone_else_is_served(fair):
     assert scored.code == 0 and scored.report["metrics"][0]["value"] == 4, scored.err
 
 
+@pytest.mark.slow
 def test_one_user_holds_at_most_its_share_of_connections(fair):
     fair.set_config(user_connections=4)
     try:
@@ -278,6 +281,7 @@ def test_one_user_holds_at_most_its_share_of_connections(fair):
     assert others.code == 0, others.err
 
 
+@pytest.mark.slow
 def test_the_admin_reserve_keeps_a_slot_for_admins(fair):
     fair.set_config(max_connections=6, admin_reserve=2, user_connections=6)
     try:
@@ -295,6 +299,7 @@ def test_the_admin_reserve_keeps_a_slot_for_admins(fair):
 
 # ------------------------------------------------------------ slow senders
 
+@pytest.mark.slow
 def test_a_byte_at_a_time_holds_a_slot_for_seconds_not_minutes(fair):
     # Half a header, then nothing: the request record has its deadline.
     answer, seconds = raw_bytes(fair, fair.slow, b"R\x00", timeout=60)
@@ -337,6 +342,7 @@ def _fill_spec(fair: Fair, leave: int) -> dict:
             "every": 2, "hold": 6}
 
 
+@pytest.mark.slow
 def test_control_without_a_floor_a_climber_filling_the_disk_fails_the_others(fair):
     fair.set_config(min_free_bytes=0)
     try:
@@ -353,6 +359,7 @@ def test_control_without_a_floor_a_climber_filling_the_disk_fails_the_others(fai
     assert _wait_for(lambda: _requests_left(fair) == [])
 
 
+@pytest.mark.slow
 def test_an_upload_that_would_pass_the_floor_is_refused_and_its_partial_upload_goes(fair):
     fair.set_config(min_free_bytes=64 << 20)
     try:
@@ -378,6 +385,7 @@ def test_an_upload_that_would_pass_the_floor_is_refused_and_its_partial_upload_g
     assert _free(fair) > 128 << 20
 
 
+@pytest.mark.slow
 def test_one_users_uploads_are_bounded_together(fair):
     fair.set_config(user_upload_bytes=8 << 20)
     try:
@@ -398,6 +406,7 @@ def test_one_users_uploads_are_bounded_together(fair):
 
 # ------------------------------------------------------------ evaluators
 
+@pytest.mark.slow
 def test_tune_parallel_counts_against_the_users_evaluators(fair):
     fair.set_config(user_evaluators=2)
     try:
@@ -423,6 +432,7 @@ def test_tune_parallel_counts_against_the_users_evaluators(fair):
 
 # ------------------------------------------------------------ all at once
 
+@pytest.mark.slow
 def test_a_flood_a_trickle_and_a_full_disk_while_sixteen_climbers_and_an_admin_are_served(fair):
     fair.set_config(min_free_bytes=64 << 20)
     started = time.monotonic()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from testing.util import run_cli
 from hills import errors, protocol, service, service_requests
-from service_fixtures import Service, make_user, needs_root, remove_user
+from testing.service_fixtures import Service, make_user, needs_root, remove_user
 
 
 @pytest.fixture

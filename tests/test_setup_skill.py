@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from testing.util import REPO_ROOT, run_cli
 from hills import __version__, skill
 
 SHIPPED = REPO_ROOT / "skills" / "hills"
@@ -114,6 +114,7 @@ def test_bad_options(argv: list[str], message: str) -> None:
     assert message in result.err
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_skill(tmp_path: Path) -> None:
     """Built from this checkout (pip fetches the build backend pyproject.toml
     names), the wheel holds skills/hills under the package."""

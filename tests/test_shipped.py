@@ -108,6 +108,7 @@ def _made(tmp_path: Path, template: str) -> Path:
     return made
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_no_held_out_data_of_any_template(tmp_path: Path) -> None:
     """Built from this checkout, the wheel carries the templates and none of
     what a hill made from one keeps in private/: no copy of a private file

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from command_fixtures import candidate, make_command_hill
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, make_hill, on_machine, submission
+from testing.command_fixtures import candidate, make_command_hill
+from testing.eval_fixtures import hills, make_hill, on_machine, submission
 from hills import show, signing, state, trust
 
 # A function evaluator minimising an error, with instances and a breakdown.
@@ -60,6 +59,7 @@ def lines_of(result):
     return result.out.splitlines()
 
 
+@pytest.mark.slow
 def test_show_renders_a_replicated_command_report(saved):
     result = hills("show", saved["command"])
     assert result.code == 0, result.output
@@ -91,6 +91,7 @@ def test_show_orders_worst_first_for_a_min_metric(saved):
     assert "  residual_bias: {'mean_error': -1.2}" in lines
 
 
+@pytest.mark.slow
 def test_show_a_buggy_report_names_the_reason(saved):
     result = hills("show", saved["buggy"])
     assert result.code == 0, result.output

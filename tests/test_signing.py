@@ -256,7 +256,7 @@ def _report_signed_elsewhere(folder):
 
 @pytest.mark.parametrize("how", ["fast path", "git hill", "click path", "hills-sign --verify"])
 def test_verify_with_no_machine_state_creates_nothing(tmp_path, hermetic, how):
-    from conftest import run_bin, run_cli
+    from testing.util import run_bin, run_cli
 
     path = _report_signed_elsewhere(tmp_path)
     assert not hermetic.hills_home.exists()
@@ -276,7 +276,7 @@ def test_verify_with_no_machine_state_creates_nothing(tmp_path, hermetic, how):
 
 
 def test_show_with_no_machine_state_creates_nothing(tmp_path, hermetic):
-    from conftest import run_cli
+    from testing.util import run_cli
 
     result = run_cli("show", _report_signed_elsewhere(tmp_path))
     assert result.code == 1, result.output
@@ -285,7 +285,7 @@ def test_show_with_no_machine_state_creates_nothing(tmp_path, hermetic):
 
 
 def test_verify_with_an_empty_hills_home_leaves_it_empty(tmp_path, hermetic):
-    from conftest import run_bin
+    from testing.util import run_bin
 
     hermetic.hills_home.mkdir()
     result = run_bin("hills", "verify", _report_signed_elsewhere(tmp_path))

@@ -10,8 +10,7 @@ import threading
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, last_report, make_hill, submission, tree_of
+from testing.eval_fixtures import hills, last_report, make_hill, submission, tree_of
 from hills import snapshot
 from hills.errors import Refused
 
@@ -205,6 +204,7 @@ def flipping(link, targets):
     return stop, thread
 
 
+@pytest.mark.slow
 def test_a_flipped_link_never_copies_the_secret_in_1000_snapshots(outside, tmp_path):
     os.symlink("a.txt", outside / "leak")
     stop, thread = flipping(outside / "leak", ["a.txt", "../secret"])
@@ -241,6 +241,7 @@ READS_THE_ANSWER_EVAL = """\
     """
 
 
+@pytest.mark.slow
 def test_a_link_flipped_to_the_answer_key_during_100_evals_never_scores_it(tmp_path):
     # Spelled backwards: an evaluator holding the answer key fails the answer-leak scan.
     hill = make_hill("flipped", READS_THE_ANSWER_EVAL.format(marker=MARKER[::-1]),

@@ -18,14 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE
+from testing.util import BWRAP_USABLE, default_signals
 from hills import errors, evaluate, runner, standby, trust
 from hills import hill as hill_module
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
+from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
                            tree_of)
-from warm_fixtures import log_of, wait_for_server, warm, without_ids  # noqa: F401 (warm: a fixture)
+from testing.warm_fixtures import log_of, wait_for_server, without_ids
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -112,6 +111,7 @@ def stop_servers(folder):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill, tmp_path):
     folder = submission(tmp_path / "s", {"score.txt": "2.5"})
     real("hills", "eval", folder, "-H", hill)
@@ -136,6 +136,7 @@ def test_a_repeated_eval_is_served_with_its_standby_as_a_cold_one_is(warm, hill,
     assert verified.code == 0 and "signature valid" in verified.out, verified.output
 
 
+@pytest.mark.slow
 def test_another_request_goes_back_to_the_server_and_no_standby_is_left(warm, hill, tmp_path):
     first, other = submission(tmp_path / "a", {"score.txt": "1"}), submission(tmp_path / "b", {"score.txt": "7"})
     real("hills", "eval", first, "-H", hill)
@@ -153,6 +154,7 @@ def test_another_request_goes_back_to_the_server_and_no_standby_is_left(warm, hi
     assert not processes_with(str(hills_home() / "runs"))
 
 
+@pytest.mark.slow
 def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp_path):
     folder = submission(tmp_path / "s", {"score.txt": "3"})
     real("hills", "eval", folder, "-H", hill)
@@ -169,13 +171,14 @@ def test_a_hill_committed_again_is_not_scored_by_the_old_standby(warm, hill, tmp
     assert with_standby(warm) == 0 and gone(reserved)
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
     folder = submission(tmp_path / "s", {"score.txt": "1", "sleep.txt": "0"})
     env = dict(os.environ)  # one environment for the three calls: a spare serves only the same call
 
     def call():
         return subprocess.Popen(["hills", "eval", str(folder), "-H", hill], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
+                                stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_signals)
 
     assert call().wait(timeout=120) == 0
     wait_for_server(warm)
@@ -197,6 +200,7 @@ def test_ctrl_c_reaches_an_eval_served_with_its_standby(warm, hill, tmp_path):
     assert not processes_with(str(reserved))
 
 
+@pytest.mark.slow
 def test_without_standbys_no_spare_waits(warm, hill, tmp_path, monkeypatch):
     monkeypatch.setenv("HILLS_WARM_STANDBY", "off")
     folder = submission(tmp_path / "s", {"score.txt": "1"})
@@ -231,6 +235,7 @@ def reserved_for(name, folder):
     return request, made
 
 
+@pytest.mark.slow
 def test_nothing_of_the_hill_runs_before_the_call(loaded, tmp_path):
     make_hill("early", source())
     children = runner._children()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, real, submission,
+from testing.util import default_signals
+from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, real, submission,
                            tree_of)
 from hills import attempts, evaluate, state, trust
 
@@ -84,7 +84,8 @@ def started_entries(log: Path) -> list[dict]:
 
 
 def start_eval(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
 
 
 def wait_until_scored(process: subprocess.Popen, log: Path, seen: int = 0) -> dict:

@@ -4,7 +4,9 @@
 import json
 import os
 
-from conftest import git, run_bin, run_cli
+import pytest
+
+from testing.util import git, run_bin, run_cli
 
 
 def test_status_before_the_first_commit(project):
@@ -16,6 +18,7 @@ def test_status_before_the_first_commit(project):
     assert "  added      hill.yaml" in lines and "  added      eval.py" in lines
 
 
+@pytest.mark.slow
 def test_status_shows_changes_and_lock_drift(committed_hill):
     hill = committed_hill
     (hill / "private").mkdir()
@@ -54,6 +57,7 @@ def test_status_shows_changes_and_lock_drift(committed_hill):
     assert git(hill, "status", "--porcelain", "--", "private.lock").out == ""
 
 
+@pytest.mark.slow
 def test_status_exit_code_says_whether_anything_changed(committed_hill):
     hill = committed_hill
     (hill / "private").mkdir()
@@ -89,6 +93,7 @@ def test_status_exit_code_before_the_first_commit(project):
     assert result.out.splitlines()[0] == "hill 'demo': no commits yet"
 
 
+@pytest.mark.slow
 def test_log_lists_versions_newest_first(committed_hill):
     hill = committed_hill
     first_tree = git(hill, "rev-parse", "HEAD^{tree}").out.strip()
@@ -119,6 +124,7 @@ def test_log_without_commits(project):
     assert run_cli("log", "demo", "--json").out.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_describe_text(shared_hill, project):
     result = run_cli("describe", "circle-packing")
     assert result.code == 0, result.output
@@ -135,6 +141,7 @@ def test_describe_text(shared_hill, project):
     assert out.index("## Params") < out.index("## Metrics") < out.index("## Task")
 
 
+@pytest.mark.slow
 def test_describe_json(shared_hill, project):
     result = run_cli("describe", "circle-packing", "--json")
     assert result.code == 0

@@ -232,8 +232,9 @@ def shipped_files():
             for current, _, files in os.walk(folder) for name in files]
 
 
+@pytest.mark.slow
 def test_two_bin_packing_hills_hold_different_instances_found_nowhere_in_the_package(project):
-    from conftest import run_cli
+    from testing.util import run_cli
     from hills import locks
 
     digests = []
@@ -298,6 +299,7 @@ def exact_triplets(items, capacity):
     return solve(sorted(range(len(items)), key=lambda i: -items[i]))
 
 
+@pytest.mark.slow
 def test_packings_hard_coded_by_content_gain_nothing_on_the_fresh_holdout(project, tmp_path):
     """The attack: a solution.py with packings solved offline for every
     instance the package ships, looked up by content (it beat
@@ -305,7 +307,7 @@ def test_packings_hard_coded_by_content_gain_nothing_on_the_fresh_holdout(projec
     On validation, whose instances ship, it still wins: the control. On
     the holdout, drawn at `hills new`, it knows no instance and scores
     what first-fit-decreasing scores."""
-    from conftest import new_and_commit, run_cli, write_files
+    from testing.util import new_and_commit, run_cli, write_files
 
     known = {}
     for path in shipped_files():

@@ -14,8 +14,7 @@ import subprocess
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, submission, tree_of
 from hills import caller, ed25519, signing, trust
 
 NAME = "bound"

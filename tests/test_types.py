@@ -39,6 +39,7 @@ def _mypy(*args):
     return done.returncode, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_mypy_finds_nothing():
     code, output = _mypy()
     assert code == 0, output

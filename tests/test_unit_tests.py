@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from command_fixtures import UNIT_TEST, candidate, make_command_hill, run_dir
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import hills, on_machine
+from testing.command_fixtures import UNIT_TEST, candidate, make_command_hill, run_dir
+from testing.eval_fixtures import hills, on_machine
 
 HILL = "frozen"
 # Unit tests that also hang when the submission holds `hang-tests`.
@@ -28,6 +27,7 @@ def frozen(module_machine):
                                  files={"unit_tests/test_solution.py": HANGING_UNIT_TEST})
 
 
+@pytest.mark.slow
 def test_passing_tests_make_a_passing_report(frozen, tmp_path):
     result = hills("eval", candidate(tmp_path / "sub"), "-H", HILL)
     assert result.code == 0, result.output
@@ -56,6 +56,7 @@ def test_failing_tests_make_a_failing_report(frozen, tmp_path):
     assert ranked["groups"] == [] and "status failing" in ranked["apart"][0]["reason"]
 
 
+@pytest.mark.slow
 def test_hanging_tests_make_a_buggy_report(frozen, tmp_path):
     sub = candidate(tmp_path / "sub", files={"hang-tests": ""})
     result = hills("eval", sub, "-H", HILL)
@@ -74,6 +75,7 @@ def test_tests_run_once_after_the_first_replicate(frozen, tmp_path):
     assert [seed for seed in range(3) if (folder / f"submission-{seed}" / "unit-tests-ran.txt").exists()] == [0]
 
 
+@pytest.mark.slow
 def test_failing_tests_stop_the_replicates(frozen, tmp_path):
     result = hills("eval", candidate(tmp_path / "sub", solution="print(-1)\n"), "-H", HILL, "--repeat", "3")
     assert result.code == 1, result.output

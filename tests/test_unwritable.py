@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import git, new_and_commit, run_bin, run_cli
+from testing.util import git, new_and_commit, run_bin, run_cli
 from hills import chain, hill as hill_module, state
 
 NO_SPACE = os.strerror(errno.ENOSPC)
@@ -115,6 +115,7 @@ def test_a_read_only_hills_home(project, hermetic, mounts):
     assert os.listdir(home) == []
 
 
+@pytest.mark.slow
 def test_a_full_hills_home_keeps_the_log_whole(project, hermetic, mounts):
     home = mounts(hermetic.hills_home, size="64m")
     hill = new_and_commit()
@@ -175,6 +176,7 @@ def test_new_whose_registration_fails_leaves_no_folder(project, hermetic, monkey
     assert os.listdir(project) == []
 
 
+@pytest.mark.slow
 def test_a_commit_whose_registration_fails_moves_no_ref(project, hermetic, monkeypatch):
     created = run_cli("new", "demo", "-t", "circle-packing")
     assert created.code == 0, created.output
@@ -190,6 +192,7 @@ def test_a_commit_whose_registration_fails_moves_no_ref(project, hermetic, monke
     assert not [name for name in os.listdir(hill / ".vc") if name.startswith("hills-index-")]
 
 
+@pytest.mark.slow
 def test_a_commit_that_fails_after_its_ref_moved_puts_it_back(project, monkeypatch):
     hill = new_and_commit()
     before = git(hill, "rev-parse", "HEAD").out.strip()

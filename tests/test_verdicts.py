@@ -10,8 +10,7 @@ import random
 
 import pytest
 
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, on_machine, submission, tree_of
 from hills import verdict
 
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE, REPO_ROOT
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
-from warm_fixtures import log_of, served, wait_for_server, warm, without_ids  # noqa: F401 (warm: a fixture)
+from testing.util import BWRAP_USABLE, REPO_ROOT, default_signals
+from testing.eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
+from testing.warm_fixtures import log_of, served, wait_for_server, without_ids
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -69,6 +68,7 @@ def test_an_eval_served_warm_prints_logs_and_exits_as_a_cold_one(warm, hill, tmp
     assert verified.code == 0 and "signature valid" in verified.out, verified.output
 
 
+@pytest.mark.slow
 def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_code(warm, hill, tmp_path):
     """`score=$(hills eval ...)` ends with the eval, not with the worker's
     housekeeping after it: here the removal of an old run folder of many
@@ -106,6 +106,7 @@ def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_cod
     assert not oldest.exists(), "the worker never pruned the old run folder"
 
 
+@pytest.mark.slow
 def test_failures_and_mistakes_have_the_cold_exit_codes_and_messages(warm, hill, tmp_path):
     real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
     wait_for_server(warm)
@@ -124,12 +125,13 @@ def test_failures_and_mistakes_have_the_cold_exit_codes_and_messages(warm, hill,
     assert served(warm) == len(cases), log_of(warm)
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaches_the_worker_and_the_eval_is_logged_interrupted(warm, hill, tmp_path):
     real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
     wait_for_server(warm)
     slow = sub(tmp_path / "slow", **{"sleep.txt": "30"})
     process = subprocess.Popen(["hills", "eval", str(slow), "-H", hill], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     runs = hills_home() / "runs" / hill
     deadline = time.monotonic() + 30
     while len(list(runs.iterdir())) < 2 and time.monotonic() < deadline:
@@ -145,6 +147,7 @@ def test_ctrl_c_reaches_the_worker_and_the_eval_is_logged_interrupted(warm, hill
     assert " served eval: exit 130" in log_of(warm).replace("hills eval", "eval")
 
 
+@pytest.mark.slow
 def test_a_signal_the_caller_ignores_is_not_passed_on(warm, hill, tmp_path):
     real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
     wait_for_server(warm)
@@ -163,6 +166,7 @@ def test_a_signal_the_caller_ignores_is_not_passed_on(warm, hill, tmp_path):
     assert served(warm) == 1, log_of(warm)
 
 
+@pytest.mark.slow
 def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_path):
     real("hills", "eval", sub(tmp_path / "s"), "-H", hill)
     wait_for_server(warm)
@@ -191,6 +195,7 @@ def test_a_killed_caller_takes_its_worker_and_evaluator_down(warm, hill, tmp_pat
     assert "ABANDONED" in shown.out, shown.output
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_take_the_callers_limits_declines_and_the_eval_runs_cold(warm, hill, tmp_path):
     folder = sub(tmp_path / "s")
     # The server inherits a lower hard limit than a later caller has.
@@ -207,6 +212,7 @@ def test_a_worker_that_cannot_take_the_callers_limits_declines_and_the_eval_runs
     assert served(warm) == 1, log_of(warm)
 
 
+@pytest.mark.slow
 def test_edited_hills_code_is_served_by_a_new_server(warm, hill, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(REPO_ROOT / "hills", copy / "hills", ignore=shutil.ignore_patterns("__pycache__"))
@@ -235,6 +241,7 @@ def test_edited_hills_code_is_served_by_a_new_server(warm, hill, tmp_path):
     assert len(keys) == 2, log_of(warm)
 
 
+@pytest.mark.slow
 def test_a_socket_folder_others_can_enter_is_not_used(warm, hill, tmp_path):
     warm.mkdir(mode=0o700)
     warm.chmod(0o777)
@@ -245,9 +252,10 @@ def test_a_socket_folder_others_can_enter_is_not_used(warm, hill, tmp_path):
     assert list(warm.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to make a second user (useradd)")
 def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill, tmp_path):
-    from service_fixtures import make_user, remove_user, tool
+    from testing.service_fixtures import make_user, remove_user, tool
 
     folder = sub(tmp_path / "s")
     assert real("hills", "eval", folder, "-H", hill).code == 0

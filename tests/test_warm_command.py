@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from conftest import REPO_ROOT, run_bin
-from warm_fixtures import log_of, warm  # noqa: F401 (warm: a fixture)
+from testing.util import REPO_ROOT, run_bin
+from testing.warm_fixtures import log_of
 
 IDLE_S = "300"
 

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BWRAP_USABLE, REPO_ROOT
-from eval_fixtures import inside_project  # noqa: F401 (autouse: cwd is the project)
-from eval_fixtures import make_hill, real, submission
-from warm_fixtures import log_of, served, wait_for_server, warm  # noqa: F401 (warm: a fixture)
+from testing.util import BWRAP_USABLE, REPO_ROOT
+from testing.eval_fixtures import make_hill, real, submission
+from testing.warm_fixtures import log_of, served, wait_for_server
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "
                                                          "namespaces here (install the Debian package 'bubblewrap')")
@@ -170,6 +169,7 @@ def test_the_server_reads_its_own_context_as_a_callers():
     assert list(gone) == ["the process"] and gone["the process"].startswith("(unreadable")
 
 
+@pytest.mark.slow
 @needs_privs
 def test_a_caller_with_no_new_privs_is_declined_and_its_eval_runs_cold(warm, hill, tmp_path, launcher):
     folder = submission(tmp_path / "s", {"score.txt": "2"})
@@ -182,6 +182,7 @@ def test_a_caller_with_no_new_privs_is_declined_and_its_eval_runs_cold(warm, hil
     assert declined(warm) == ["the caller's NoNewPrivs (1) is not the server's (0)"], log_of(warm)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="a seccomp filter without no_new_privs needs CAP_SYS_ADMIN (root)")
 def test_a_caller_under_a_seccomp_filter_is_declined(warm, hill, tmp_path, launcher):
     folder = submission(tmp_path / "s", {"score.txt": "2"})
@@ -195,6 +196,7 @@ def test_a_caller_under_a_seccomp_filter_is_declined(warm, hill, tmp_path, launc
     assert reason.startswith("the caller's Seccomp"), log_of(warm)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="a caller with fewer capabilities than its server: needs root and setpriv (util-linux)")
 def test_a_caller_with_fewer_capabilities_is_declined(warm, hill, tmp_path):
@@ -271,6 +273,7 @@ needs_landlock = pytest.mark.skipif(not landlock_abi() or own_status("NoNewPrivs
                                            "reports no ABI), or the tests already run with no_new_privs")
 
 
+@pytest.mark.slow
 @needs_landlock
 def test_a_landlocked_caller_is_declined_and_cannot_read_the_secret_cold(warm, hill, tmp_path, launcher):
     readable = submission(tmp_path / "s", {"score.txt": "2"})
@@ -391,7 +394,7 @@ class Climber:
     through runuser, with one environment, so a spare serves the same call."""
 
     def __init__(self, user):
-        from service_fixtures import home_of, python_for_others
+        from testing.service_fixtures import home_of, python_for_others
 
         self.user, self.home = user, Path(home_of(user))
         self.python, python_env = python_for_others()
@@ -405,7 +408,7 @@ class Climber:
                     "GIT_COMMITTER_EMAIL": "test@hills.invalid", **python_env}
 
     def argv(self, argv):
-        from service_fixtures import tool
+        from testing.service_fixtures import tool
 
         return [tool("runuser"), "-u", self.user, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()],
                 *[str(word) for word in argv]]
@@ -425,9 +428,9 @@ class Climber:
 def climber():
     import uuid
 
-    from eval_fixtures import TRIVIAL_TEST
-    from eval_fixtures import hill_yaml
-    from service_fixtures import make_user, remove_user, skip_reason
+    from testing.eval_fixtures import TRIVIAL_TEST
+    from testing.eval_fixtures import hill_yaml
+    from testing.service_fixtures import make_user, remove_user, skip_reason
 
     reason = skip_reason()
     if reason is not None:
@@ -510,6 +513,7 @@ def serving_climber(climber):
     wait_for_server(climber.warm, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_waiting_standby_holds_no_secret_seed_the_callers_shell_can_read(climber):
     serving_climber(climber)
     readable, found, spare, evaluators = attack_a_waiting_standby(climber)
@@ -522,6 +526,7 @@ def test_a_waiting_standby_holds_no_secret_seed_the_callers_shell_can_read(climb
         assert found[pid]["mem"] in (False, "Permission denied", "nothing read"), found
 
 
+@pytest.mark.slow
 def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climber):
     serving_climber(climber)
     [socket_path] = climber.warm.glob("*.sock")

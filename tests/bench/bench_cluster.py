@@ -53,7 +53,7 @@ def main(rounds: int = 3) -> float | None:
         print("bench_cluster: skipped, Ray is not installed (pip install 'hills[ray]')")
         return None
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from ray_head import LOOPBACK, Head
+    from testing.ray_head import LOOPBACK, Head
 
     os.environ.update(LOOPBACK)
 

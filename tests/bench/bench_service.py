@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..service_fixtures import Service, home_of, make_hill, make_user, remove_user, skip_reason, submission
+from ..testing.service_fixtures import Service, home_of, make_hill, make_user, remove_user, skip_reason, submission
 from .common import compared, interleaved
 
 

@@ -6,8 +6,8 @@ import json
 import textwrap
 from pathlib import Path
 
-from conftest import write_files
-from eval_fixtures import REPO_ROOT, hills, hills_home, submission
+from testing.util import write_files
+from testing.eval_fixtures import REPO_ROOT, hills, hills_home, submission
 
 # The verifier. It runs with cwd = the submission snapshot, records what it
 # saw (the seed, its environment, the layout) in files there, and writes the

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import Result, run_bin, run_cli, write_files
+from testing.util import Result, run_bin, run_cli, write_files
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TRIVIAL_TEST = "def test_the_hill_imports():\n    import eval  # noqa: F401\n"
 GRID_EXAMPLE = REPO_ROOT / "examples" / "circle-packing" / "examples" / "grid"
 
@@ -51,9 +51,11 @@ def hill_yaml(name, *, timeout=3, params="", exclusive=None, extra=""):
 
 
 def make_hill(name, eval_source, *, timeout=3, params="", exclusive=None, extra="", private=None,
-              message="first"):
+              message="first", gate=False):
     """Create hill `name` in the cwd from the circle-packing template, replace
-    its evaluator, manifest and tests, add private files, and commit it."""
+    its evaluator, manifest and tests, add private files, and commit it:
+    without the gate's checks unless `gate` (see `gate_skipped`), since the
+    hill is made for a test of something else."""
     # Never create a hill inside the checkout this suite runs from.
     assert REPO_ROOT not in (Path.cwd().resolve(), *Path.cwd().resolve().parents), Path.cwd()
     created = hills("new", name, "-t", "circle-packing")
@@ -65,9 +67,28 @@ def make_hill(name, eval_source, *, timeout=3, params="", exclusive=None, extra=
     (hill_dir / "tests" / "test_eval.py").write_text(TRIVIAL_TEST)
     if private:
         write_files(hill_dir / "private", private)
-    committed = hills("commit", name, "-m", message)
+    with contextlib.nullcontext() if gate else gate_skipped():
+        committed = hills("commit", name, "-m", message)
     assert committed.code == 0, committed.output
     return hill_dir
+
+
+@contextlib.contextmanager
+def gate_skipped():
+    """In this process, `hills commit` freezes a hill without running the
+    gate's checks (its tests, the cheat corpus, the leak scans), as if they
+    had all passed; what the commit writes is otherwise the same (locks,
+    tree, registry), though no verdict is remembered, so a report on such a
+    hill names no cheat corpus. Only in-process, and only here: nothing a
+    hill or a climber controls turns the gate off."""
+    from hills import gate
+
+    def passed(hill, cache, tell=None):
+        return gate.Gate([], False, gate.listing_of(hill))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gate, "run", passed)
+        yield
 
 
 def uncommitted_template_hill(name: str, files: dict[str, str], example: dict[str, str]) -> Path:
@@ -95,14 +116,6 @@ def official_report(machine, tmp_path_factory, name):
         result = hills("eval", folder, "-H", name, "-o", target)
         assert result.code == 0, result.output
         return target
-
-
-@pytest.fixture(autouse=True)
-def inside_project(hermetic, monkeypatch):
-    """Every test runs in its machine's project folder, never in the checkout.
-    Autouse in each test module that imports it."""
-    monkeypatch.chdir(hermetic.project)
-    return hermetic.project
 
 
 @contextlib.contextmanager
