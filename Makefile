@@ -14,7 +14,7 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WO
 # The editable install is setuptools' compat mode: the checkout on a plain
 # path entry, so an interpreter starts as fast as with a wheel (the default
 # mode loads an import hook at every start, about 16 ms, paid by every
-# command the tests and benchmarks run), and hills.hill.shipped() finds
+# command the tests and benchmarks run), and hills.disk.hill.shipped() finds
 # examples/, hooks/ and skills/ beside the package. setuptools calls the
 # mode transitional: where it is gone, the default mode is used.
 $(BIN)/.installed: pyproject.toml

@@ -20,14 +20,17 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from . import chain, entry, evaluate, report as report_module, signing, snapshot, startup, state, trust
-from .errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem, HillsError,
-                     NotScored, UsageError)
-from .hill import Hill
+from . import entry
+from .base import startup, state
+from .evidence import chain, report as report_module, signing, trust
+from .run import evaluate, snapshot
+from .base.errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem,
+                          HillsError, NotScored, UsageError)
+from .disk.hill import Hill
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .manifest_types import Manifest
+    from .disk.manifest_types import Manifest
 
 INSTALL_HINT = "install the extra on this machine and every node: pip install 'hills[ray]'"
 Say = Callable[[str], None]
@@ -490,7 +493,7 @@ def _scratch() -> str:
 def _pinned(hill: Hill) -> tuple[str, str, Manifest]:
     """(commit, tree hash, manifest) of the version the cluster scores: HEAD
     of a clean hill, the approved one when a version is pinned."""
-    from . import pin
+    from .disk import pin
 
     commit = hill.repo.head()
     if commit is None:
@@ -510,7 +513,7 @@ def _pinned(hill: Hill) -> tuple[str, str, Manifest]:
 
 
 def _bundle_bytes(hill: Hill) -> bytes:
-    from . import bundle
+    from .disk import bundle
 
     folder = tempfile.mkdtemp(prefix="bundle-", dir=_scratch())
     try:
@@ -634,8 +637,8 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
                 "hint": "start the node's Ray without them (unset them before 'ray start', and in the "
                         "runtime_env of any job that starts hills' node workers), then stop the node workers: "
                         "python -m hills.cluster stop ray://HEAD:PORT"}
-    from . import ed25519
-    from .hill import resolve
+    from .base import ed25519
+    from .disk.hill import resolve
 
     keys = trust.machine_keys(for_signing=True)
     node["key"] = ed25519.public_line(keys.public, trust.comment()) if keys.public else None
@@ -665,7 +668,7 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
 
 def _steered() -> list[str]:
     """The variables this node worker started with that would steer the
-    interpreter or the loader (hills.startup), or that only hills sets for
+    interpreter or the loader (hills.base.startup), or that only hills sets for
     an eval's own processes: deny by default, as a top-level command does.
     A command can start again clean; a Ray worker cannot, and it signs in
     its own process, so it refuses. Read from /proc/self/environ, the
@@ -691,12 +694,12 @@ def cached_hill(hill_name: str, tree_hash: str, fetch: Callable[[], bytes]) -> s
     os.makedirs(os.path.dirname(root), exist_ok=True)
     with state.file_lock(root + ".lock"):
         if os.path.isfile(os.path.join(hill_dir, "hill.yaml")):
-            from .git import Repo
+            from .base.git import Repo
 
             head = Repo(hill_dir).head()
             if head is not None and Repo(hill_dir).tree_of(head) == tree_hash:
                 return hill_dir
-        from . import bundle
+        from .disk import bundle
 
         shutil.rmtree(root, ignore_errors=True)
         os.makedirs(root)

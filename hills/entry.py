@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
-    from .standby import Standby
+    from .run.standby import Standby
 
-# Verbs declared as plain data (hills.commands.fast), and the standalone
+# Verbs declared as plain data (hills.cli.fast), and the standalone
 # name of each that has one.
 FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit"}
 # Fast verbs whose process ends at once when the command is done (see main).
@@ -28,8 +28,8 @@ WARM = frozenset({"eval"})
 def main() -> None:
     # Before anything else of hills loads, the warm client included: a
     # caller's PYTHONPATH, LD_PRELOAD... starts the command again without
-    # them (hills.startup).
-    from . import startup
+    # them (hills.base.startup).
+    from .base import startup
 
     unclean = startup.start_clean()
     if unclean is not None:
@@ -106,7 +106,7 @@ def run_here(program: str, args: list[str], standby: Standby | None = None) -> i
 def _through_service(program: str, args: list[str]) -> int | None:
     """The exit code of a call sent to the evaluation service, or None
     when it runs here (no service, or a verb it does not answer)."""
-    from . import client
+    from .service import client
 
     verb = client.remote_verb(program, args)
     if verb is None:
@@ -124,7 +124,7 @@ def _slow(program: str, args: list[str]) -> int:
     from . import commands
 
     try:
-        from . import cli
+        from .cli import registry as cli
     except ModuleNotFoundError as exc:  # click, say, is not installed
         return commands.run(_raising(exc))
     return cli.main(program, args)

@@ -27,7 +27,10 @@ from typing import Any, NamedTuple
 
 import click
 
-from . import __version__, cli, manifest, report
+from . import __version__
+from .cli import registry as cli
+from .disk import manifest
+from .evidence import report
 
 MANUAL = "Hills Manual"
 SOURCE = f"hills {__version__}"

@@ -103,7 +103,7 @@ def _jsonable(value: object) -> Any:
     raise TypeError(f"eval() returned a {type(value).__name__}, which is not JSON")
 
 
-SEAL_KEY_SIZE = 32  # hills.runner.SEAL_KEY_SIZE
+SEAL_KEY_SIZE = 32  # hills.run.runner.SEAL_KEY_SIZE
 _PR_SET_DUMPABLE = 4
 
 
@@ -153,7 +153,7 @@ def _undumpable() -> None:
 def _prctl(option: int, value: int) -> int:
     """prctl(2), called through _ctypes, the C part of ctypes: the ctypes
     package around it costs an evaluator's start about 2 ms more. (A copy
-    of hills.runner's: this file imports nothing of hills.)"""
+    of hills.run.runner's: this file imports nothing of hills.)"""
     import _ctypes
 
     class _Int(_ctypes._SimpleCData):  # ctypes.c_int

@@ -111,7 +111,7 @@ def buggy_examples_warn():
     hills, module-scoped ones among them, pair many an evaluator with the
     template's example, which it cannot score. The rule's own tests, and
     every `hills` run as a subprocess, hold to it."""
-    from hills import corpus
+    from hills.checks import corpus
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", False)
@@ -121,7 +121,7 @@ def buggy_examples_warn():
 @pytest.fixture
 def buggy_examples_fail(monkeypatch):
     """The gate fails a hill whose example is buggy, as outside the suite."""
-    from hills import corpus
+    from hills.checks import corpus
 
     monkeypatch.setattr(corpus, "BUGGY_EXAMPLE_FAILS", True)
 

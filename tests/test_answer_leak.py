@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from testing.util import git, run_cli, write_files
-from hills import leakscan
-from hills.check import Result
+from hills.checks import leakscan
+from hills.checks.check import Result
 
 LABELS = "[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]\n"
 ANSWERS = ('{"q1": "the mitochondria is the powerhouse", "q2": "Ouagadougou-Burkina", "n": 3}\n')
@@ -155,7 +155,7 @@ def test_held_out_content_in_the_hills_environment_fails_naming_it(demo: Path) -
     file. Before the package is there, the same hill passes."""
     import gzip
 
-    from hills import uvenv
+    from hills.disk import uvenv
 
     write_files(demo / "private", {"holdout/inputs.csv": HOLDOUT_ROWS})
     checked = run_cli("check", "demo", "--no-tests")
@@ -179,7 +179,7 @@ def test_held_out_content_in_the_hills_environment_fails_naming_it(demo: Path) -
 def test_a_private_file_the_hills_package_ships_fails_naming_it(demo: Path) -> None:
     """The hills package itself, where the templates' held-out data used
     to ship: a private file that is a copy of a shipped file is found there."""
-    from hills import hill
+    from hills.disk import hill
 
     shipped = Path(str(hill.shipped("examples"))) / "bin-packing" / "data" / "validation" / "v01-uniform.json"
     write_files(demo / "private", {"holdout/h01.json": shipped.read_bytes()})
@@ -198,7 +198,7 @@ def test_a_short_private_file_matches_installed_files_by_chance_only(demo: Path)
     """`42` is the default template's example answer, shipped with hills: a
     private `42` is that file's twin by chance, not a leak. In the hill's
     own files, a copy counts whatever its size."""
-    from hills import hill
+    from hills.disk import hill
 
     shipped = Path(str(hill.shipped("examples"))) / "default" / "examples" / "basic" / "answer.txt"
     assert shipped.read_text() == "42\n"

@@ -11,7 +11,7 @@ import pytest
 
 from testing.util import needs_bwrap
 from testing.eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, submission, tree_of
-from hills import sandbox
+from hills.run import sandbox
 
 pytestmark = needs_bwrap
 
@@ -196,7 +196,7 @@ def test_a_sitecustomize_the_audit_shadows_still_runs(tmp_path):
     audit, other = tmp_path / "audit", tmp_path / "other"
     audit.mkdir()
     other.mkdir()
-    (audit / "sitecustomize.py").write_text((Path(sandbox.__file__).parent / "audithook.py").read_text())
+    (audit / "sitecustomize.py").write_text((Path(sandbox.__file__).parent.parent / "audithook.py").read_text())
     (other / "sitecustomize.py").write_text("import builtins\nbuiltins.SHADOWED_RAN = True\n")
     done = subprocess.run([sys.executable, "-c", "import builtins; print(getattr(builtins, 'SHADOWED_RAN', False))"],
                           env=dict(os.environ, PYTHONPATH=f"{audit}{os.pathsep}{other}"), capture_output=True,

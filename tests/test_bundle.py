@@ -70,7 +70,7 @@ def _refused(bundle_file, into, *words):
 
 
 def _registry_paths():
-    from hills import state
+    from hills.base import state
 
     return sorted(entry["path"] for _, entry in state.registry_entries())
 
@@ -109,8 +109,8 @@ def test_unbundle_rebuilds_registers_and_keeps_the_tree_hash(source, tmp_path):
         assert (rebuilt / rel).read_bytes() == (hill_dir / rel).read_bytes(), rel
     # Its index holds the files' stat data: an eval knows it clean without
     # git. (Asked first: a plain git status writes them into the index.)
-    from hills import gitobjects
-    from hills.hill import excluded_blobs
+    from hills.base import gitobjects
+    from hills.disk.hill import excluded_blobs
 
     assert gitobjects.clean_by_stat(str(rebuilt / ".vc"), str(rebuilt), logged[0]["tree_hash"],
                                     excluded_blobs(str(rebuilt)))
@@ -323,7 +323,7 @@ def test_a_bundles_attributes_pick_no_driver_of_the_users_global_config(project,
     home = Path(os.environ["HOME"])
     (home / ".gitconfig").write_text(f"[filter \"evil\"]\n\tsmudge = \"sh -c 'touch {marker}; cat'\"\n")
     if not neutral:
-        from hills import git as git_module
+        from hills.base import git as git_module
 
         monkeypatch.setattr(git_module, "NEUTRAL_CONFIG", {})  # the control: git reads the user's config
     forged = _forged(tmp_path, "attributed", {"hill.yaml": b"x\n", ".gitattributes": b"* filter=evil\n",

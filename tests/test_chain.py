@@ -8,9 +8,10 @@ import re
 import pytest
 
 from testing.util import lines_of, write_lines
-from hills import chain, ed25519, state, trust
-from hills.errors import Refused, UsageError
-from hills.signing import canonical_json
+from hills.base import ed25519, state
+from hills.evidence import chain, trust
+from hills.base.errors import Refused, UsageError
+from hills.evidence.signing import canonical_json
 
 KEY = trust.Keys(None, None, b"\x03" * 32, can_sign=True)
 LINE_SHAPE = re.compile(rb'\{.*,"sig":"ed25519:[0-9a-f]{128}"\}\n\Z', re.S)

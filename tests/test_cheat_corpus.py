@@ -13,7 +13,7 @@ import pytest
 
 from testing.util import write_files
 from testing.eval_fixtures import hill_yaml, hills, hills_home, uncommitted_template_hill
-from hills import corpus
+from hills.checks import corpus
 
 
 def corpus_line(result: object) -> str:
@@ -206,8 +206,9 @@ def test_exploits_add_cases_and_a_wrong_verdict_fails(project):
 
 
 def test_the_gate_digest_covers_the_corpus(project, monkeypatch):
-    from hills import gate, locks
-    from hills.hill import Hill
+    from hills.disk import locks
+    from hills.freeze import gate
+    from hills.disk.hill import Hill
 
     created = hills("new", "digest", "-t", "default")
     hill = Hill(created.out.strip())
@@ -235,8 +236,8 @@ def test_an_official_report_names_the_corpus_its_hill_passed(committed_hill):
 
 
 def test_a_version_committed_without_the_gate_names_no_corpus(project):
-    from hills import commit
-    from hills.hill import Hill
+    from hills.freeze import commit
+    from hills.disk.hill import Hill
 
     created = hills("new", "ungated", "-t", "circle-packing")
     hill_dir = Path(created.out.strip())

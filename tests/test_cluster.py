@@ -67,7 +67,8 @@ def _eval_on(head, *folders, extra=(), timeout=300):
 
 
 def _entries(hill_dir):
-    from hills import chain, evaluate
+    from hills.evidence import chain
+    from hills.run import evaluate
     from testing.util import git
 
     tree = git(hill_dir, "rev-parse", "HEAD^{tree}").out.strip()
@@ -111,7 +112,8 @@ def test_evals_run_on_the_node_and_every_report_is_verified_at_the_head(cluster,
     reports = _lines(result.out)
     assert [r["metrics"][0]["value"] for r in reports] == [3.0, -1.0, 5.0]  # input order
     assert [r["status"] for r in reports] == ["passing", "failing", "passing"]
-    from hills import signing, snapshot, trust
+    from hills.evidence import signing, trust
+    from hills.run import snapshot
 
     for folder, report in zip(folders, reports):
         assert report["tree_hash"] == tree and report["hill"] == NAME
@@ -165,7 +167,7 @@ def test_a_worker_killed_mid_eval_is_logged_and_the_eval_retried(cluster, node_k
     assert running.returncode == 0, err
     assert "a node was lost during the eval" in err and "retrying it once" in err
     [report] = _lines(out)
-    from hills import signing, trust
+    from hills.evidence import signing, trust
 
     assert report["status"] == "passing" and signing.verify(report, trust.machine_keys(), trust.trusted()).ok
     after, _ = _entries(hill_dir)
@@ -229,7 +231,7 @@ def test_tune_runs_its_trials_on_the_cluster(cluster, node_key, tmp_path):
     tuned = json.loads(result.out)
     assert [trial["status"] for trial in tuned["trials"]] == ["passing"] * 3
     assert tuned["best"]["report"]["trial"] == tuned["best"]["knobs"]
-    from hills import signing, trust
+    from hills.evidence import signing, trust
 
     assert signing.verify(tuned["best"]["report"], trust.machine_keys(), trust.trusted()).signer == "node-1"
 

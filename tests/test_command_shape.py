@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from hills import command
-from hills.report import Malformed
+from hills.run import command
+from hills.evidence.report import Malformed
 
 from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
 from testing.eval_fixtures import attempts_log, hills, hills_home, log_entries, on_machine, tree_of

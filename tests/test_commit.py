@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from testing.util import BIN_DIR, digest_of, git, run_bin, run_cli, write_files
-from hills import locks, sandbox
+from hills.disk import locks
+from hills.run import sandbox
 
 MARKER = "hills-private-marker-7f3e9c0b"
 BLOB_MARKER = "hills-blob-marker-2d51aa86"

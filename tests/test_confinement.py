@@ -14,7 +14,7 @@ import pytest
 
 from testing.util import needs_bwrap
 from testing.eval_fixtures import hills, make_hill, on_machine, submission
-from hills import state
+from hills.base import state
 
 # Runs attack.py from the submission through hills.sdk and reports what it
 # printed: the one way this evaluator starts submitted code.

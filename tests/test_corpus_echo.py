@@ -7,7 +7,7 @@ import pytest
 from test_cheat_corpus import check, corpus_block, function_eval, make_hill
 
 from testing.eval_fixtures import hill_yaml
-from hills import corpus
+from hills.checks import corpus
 
 # Sort the numbers of data/numbers.json into answer.json. The weak scorer
 # counts the numbers it finds, and a bonus for the exact order of the

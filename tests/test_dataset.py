@@ -61,7 +61,7 @@ def shipped_digit_tables():
     import gzip
     import os
 
-    from hills import leakscan
+    from hills.checks import leakscan
 
     table = {}
     for _, folder in leakscan.installed_places(None):

@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from testing.util import lines_of, write_lines
 from testing.eval_fixtures import attempts_log, hills, official_report, on_machine, real, tree_of
-from hills import chain, ed25519, signing, state, trust
+from hills.base import ed25519, state
+from hills.evidence import chain, signing, trust
 
 # RFC 8032 section 7.1, tests 1 to 3: (secret, public, message, signature).
 RFC8032 = [
@@ -137,7 +138,7 @@ def test_a_damaged_key_is_an_environment_problem(tmp_path, monkeypatch):
     monkeypatch.setenv("HILLS_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "key").write_bytes(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
-    from hills.errors import EnvironmentProblem
+    from hills.base.errors import EnvironmentProblem
 
     with pytest.raises(EnvironmentProblem) as caught:
         trust.machine_keys()
@@ -501,14 +502,14 @@ def test_a_long_log_under_another_key_is_checked_in_a_few_signatures(tmp_path):
         checked.append(1)
         return real_check(public, data, signature)
 
-    import hills.trust
+    import hills.evidence.trust
 
-    original = hills.trust.check
-    hills.trust.check = counting
+    original = hills.evidence.trust.check
+    hills.evidence.trust.check = counting
     try:
         report = chain.verify(path, trust.Keys(None, None, b"\x07" * 32))
     finally:
-        hills.trust.check = original
+        hills.evidence.trust.check = original
     assert report.count == 0 and len(report.problems) == 2000 and report.break_line == 1
     assert len(checked) < 20
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testing.eval_fixtures import hills, hills_home, make_hill, on_machine, real, submission, tree_of
-from hills import uvenv
+from hills.disk import uvenv
 
 # Reports what it sees: whether something planted in the environment ran
 # (PWNED in the environment, or a changed builtin), and the names in its own
@@ -273,7 +273,7 @@ def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp
 
 
 def test_uv_trusts_the_machine_s_certificate_store_unless_told_otherwise(monkeypatch):
-    from hills import uvenv
+    from hills.disk import uvenv
 
     monkeypatch.delenv("UV_SYSTEM_CERTS", raising=False)
     monkeypatch.delenv("UV_NATIVE_TLS", raising=False)

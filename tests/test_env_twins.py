@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from testing.util import run_cli
-from hills import uvenv
+from hills.disk import uvenv
 
 
 def made_hill():

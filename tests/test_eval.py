@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from hills import evaluate
+from hills.run import evaluate
 
 from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, last_report, log_entries, make_hill,
                            notes_lines, on_machine, real, submission, tree_of)

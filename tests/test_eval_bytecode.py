@@ -13,7 +13,7 @@ import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, on_machine, submission, tree_of
 
-from hills import evaluate
+from hills.run import evaluate
 
 FORGED_EVAL = """\
 def eval(submission, *, final=False, **params):

@@ -247,7 +247,7 @@ def test_malformed_results_are_buggy_with_a_precise_reason(bad, sub, mode, words
 
 
 def test_flooding_stdout_is_capped_and_the_eval_completes(bad, sub):
-    from hills import runner
+    from hills.run import runner
 
     result = real("hills", "eval", sub, "-H", "bad", "-p", "mode=flood")
     assert result.code == 0, result.output

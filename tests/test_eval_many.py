@@ -10,7 +10,7 @@ import pytest
 from testing.util import run_bin, run_cli
 from testing.eval_fixtures import SCORE_EVAL, attempts_log, log_entries, make_hill, submission, tree_of
 
-from hills import errors
+from hills.base import errors
 
 
 @pytest.fixture

@@ -6,9 +6,11 @@ is the same whichever surface asked."""
 import click
 import pytest
 
-from hills import evaluate, hill, service_requests
+from hills.disk import hill
+from hills.run import evaluate
+from hills.service import requests as service_requests
 from hills.commands import eval as eval_command
-from hills.evaluate import EvalRequest
+from hills.run.evaluate import EvalRequest
 
 FIELDS = list(eval_command.EvalOptions._fields_)
 

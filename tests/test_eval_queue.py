@@ -85,7 +85,8 @@ def test_hill_without_exclusive_ignores_the_resource_lock(module_machine, tmp_pa
 
 
 def test_prune_keeps_a_run_folder_in_use(gpu_hill, tmp_path):
-    from hills import evaluate, state
+    from hills.base import state
+    from hills.run import evaluate
 
     root = hills_home() / "runs" / "pruned"
     names = [f"20000101T0000{index:02d}-aaaaaaaa" for index in range(30)]

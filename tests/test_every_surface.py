@@ -25,7 +25,7 @@ import pytest
 
 from testing.util import run_bin, run_cli
 from testing.eval_fixtures import attempts_log, log_entries, make_hill, on_machine, submission, tree_of
-from hills import sandbox
+from hills.run import sandbox
 from testing.service_fixtures import Service, home_of, needs_root, running_service
 from testing.service_fixtures import make_hill as make_served_hill
 from testing.service_fixtures import submission as served_submission
@@ -173,7 +173,7 @@ def test_the_naive_evaluator_is_refused_at_the_gate_and_never_served(service):
     # before the gate held it): the next commit through the service has
     # nothing new to commit, and still goes through the gate first.
     forced = service.shell(service.admin, f"cd {project} && {shlex.join(service.python)} -c "
-                                          "'from hills import commit; from hills.hill import resolve; "
+                                          "'from hills.freeze import commit; from hills.disk.hill import resolve; "
                                           f"commit.commit(resolve(\"{name}\"), \"past the gate\", gate=False)'",
                            HILLS_SERVICE="off")
     assert forced.code == 0, forced.err
@@ -301,7 +301,7 @@ def accuracy(report):
 
 
 def verified_at_the_head(report):
-    from hills import signing, trust
+    from hills.evidence import signing, trust
 
     return signing.verify(report, trust.machine_keys(), trust.trusted())
 
@@ -321,7 +321,7 @@ def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
         assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"], report["reason"]
         assert not report.get("metrics") or report["metrics"][0]["value"] != 1.0
         # The control: node workers with the guard off give the thief 1.0, signed by the node.
-        node_workers(head, switches=[("hills.evaluate", "SCORING_GUARD", False)])
+        node_workers(head, switches=[("hills.run.evaluate", "SCORING_GUARD", False)])
         control = eval_on(head, folder, "naive")
         assert control.code == 0, control.output
         assert control.report["metrics"][0]["value"] == 1.0 and verified_at_the_head(control.report).ok
@@ -442,7 +442,7 @@ def test_the_folder_the_head_runs_in_is_not_on_a_node_workers_path(ray_cluster, 
     from testing.ray_head import LOOPBACK
 
     head, hills = ray_cluster
-    real = Path(sandbox.__file__).resolve().parent
+    real = Path(sandbox.__file__).resolve().parent.parent
     here, marker = tmp_path / "project", tmp_path / "imported.txt"
     (here / "hills").mkdir(parents=True)
     (here / "hills" / "__init__.py").write_text(

@@ -17,7 +17,10 @@ import pytest
 
 from testing.util import needs_bwrap
 from testing.eval_fixtures import attempts_log, hills, make_hill, on_machine, real, submission, tree_of
-from hills import rank, sandbox, signing, startup, trust
+from hills.base import startup
+from hills.evidence import signing, trust
+from hills.run import sandbox
+from hills.views import rank
 from testing.warm_fixtures import log_of, served, wait_for_server
 
 LABELS = [3, 1, 4, 1, 5, 9, 2, 6]
@@ -80,7 +83,7 @@ def dumps(obj, *args, **kwargs):
 json.dumps = dumps
 """
 # hills' own entry point with the restart switched off: the control.
-UNGUARDED = ("import sys; from hills import entry, startup; startup.start_clean = lambda: None; "
+UNGUARDED = ("import sys; from hills import entry; from hills.base import startup; startup.start_clean = lambda: None; "
              "sys.argv = ['hills'] + sys.argv[1:]; entry.main()")
 
 
@@ -439,7 +442,7 @@ def test_which_variables_start_hills_again():
 def test_a_callers_internal_variables_are_dropped_and_overrides_kept(tmp_path):
     env = dict(os.environ, HILLS_REAL_PYTHON="/tmp/evil-python", HILLS_AUDIT_FD="9:1", HILLCLIMB_RESULT="/x",
                HILLS_BWRAP="/usr/bin/bwrap")
-    code = ("import os; from hills import startup; startup.start_clean(); "
+    code = ("import os; from hills.base import startup; startup.start_clean(); "
             "print(sorted(k for k in os.environ if k.startswith(('HILLS_', 'HILLCLIMB_'))))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     kept = json.loads(done.stdout.replace("'", '"'))

@@ -8,8 +8,10 @@ import pytest
 
 from testing.util import Result
 from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, submission, tree_of
-from hills import chain, evaluate, state, trust
-from hills.errors import NotScored
+from hills.base import state
+from hills.evidence import chain, trust
+from hills.run import evaluate
+from hills.base.errors import NotScored
 
 NAME = "holdout"
 

@@ -90,8 +90,8 @@ def test_control_without_the_generator_the_replay_passes(tmp_path):
 
 @pytest.mark.parametrize("value", [["{python}"], [], 3, {"a": 1}])
 def test_a_bad_generate_is_named(tmp_path, value):
-    from hills import manifest
-    from hills.errors import UsageError
+    from hills.disk import manifest
+    from hills.base.errors import UsageError
 
     text = ('spec: 1\nname: h\nversion: "1"\nevaluator: {shape: function}\n'
             f"solution:\n  run: [x]\n  outputs: [o]\n  generate: {json.dumps(value)}\n")

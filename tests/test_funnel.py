@@ -1,5 +1,5 @@
 """The one error funnel: expected error, bug and interrupt decided in one
-place (hills.errors.funnel), on the click path and the fast paths alike;
+place (hills.base.errors.funnel), on the click path and the fast paths alike;
 commands return their exit code and only the entry point exits."""
 
 import ast
@@ -13,7 +13,8 @@ import pytest
 
 import hills
 from testing.util import run_cli
-from hills import commands, errors
+from hills import commands
+from hills.base import errors
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +76,7 @@ def test_an_explainer_names_a_failed_write_as_the_users_problem(capsys, tmp_path
 @pytest.mark.parametrize("argv", [["verify", "REPORT"], ["sign", "--verify", "REPORT"]],
                          ids=["fast path", "click path"])
 def test_a_bug_on_either_path_is_one_line_and_a_crash_log(project, monkeypatch, argv):
-    from hills import verify
+    from hills.evidence import verify
 
     def broken(paths, key=None):
         raise RuntimeError("check broke")
@@ -146,7 +147,7 @@ def test_nothing_raises_the_base_error():
 
 
 def test_the_funnel_imports_nothing_from_hills_nor_click():
-    tree = ast.parse((REPO_ROOT / "hills" / "errors.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO_ROOT / "hills" / "base" / "errors.py").read_text(encoding="utf-8"))
     imported = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     names = {alias.name for node in imported if isinstance(node, ast.Import) for alias in node.names}
     names |= {node.module or "" for node in imported if isinstance(node, ast.ImportFrom) and not node.level}

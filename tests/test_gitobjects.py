@@ -1,4 +1,4 @@
-"""The note of an eval written in Python (hills.gitobjects) is what
+"""The note of an eval written in Python (hills.base.gitobjects) is what
 `git notes append` writes: the same objects, ids, ref and reflog; anything
 but the plain case is left to git, and then git writes it."""
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from hills import gitobjects
-from hills.git import Repo, clean_env
+from hills.base import gitobjects
+from hills.base.git import Repo, clean_env
 
 REF = "refs/notes/hills/reports"
 
@@ -150,7 +150,7 @@ def settled_hill(hermetic):
 
 
 def clean(hill_dir, tree):
-    from hills import hill
+    from hills.disk import hill
 
     blobs = hill.excluded_blobs(hill_dir)
     assert blobs is not None
@@ -159,8 +159,8 @@ def clean(hill_dir, tree):
 
 @pytest.mark.slow
 def test_a_clean_hill_is_known_clean_without_git_and_every_change_sends_the_question_to_git(settled_hill):
-    from hills import evaluate
-    from hills.hill import Hill
+    from hills.run import evaluate
+    from hills.disk.hill import Hill
 
     hill_dir, tree = settled_hill
     assert git_status(hill_dir) == "" and clean(hill_dir, tree)
@@ -201,7 +201,7 @@ def test_a_clean_hill_is_known_clean_without_git_and_every_change_sends_the_ques
 
 
 def test_the_fixed_excludes_are_the_ones_hills_writes():
-    from hills import hill
+    from hills.disk import hill
 
     rules = ["/" + name + "/" for name in gitobjects.TOP_FOLDERS]
     rules += [name + "/" for name in gitobjects.ANY_FOLDERS if name not in gitobjects.ANY_FILES]

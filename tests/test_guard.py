@@ -15,7 +15,11 @@ import click
 import pytest
 
 from testing.util import write_python_shim
-from hills import cli, command, evaluate, manifest, manpages, measures, replicates, report
+from hills import manpages
+from hills.cli import registry as cli
+from hills.disk import manifest
+from hills.evidence import report
+from hills.run import command, evaluate, measures, replicates
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "bin"
@@ -244,27 +248,29 @@ def _typed_keys(shape):
 
 
 def test_the_report_type_has_the_fields_of_the_report_page():
-    """hills.report_types.Report, what mypy holds the code's reports to,
+    """hills.evidence.report_types.Report, what mypy holds the code's reports to,
     names exactly the FIELDS of hills-report(5): a key typed but not
     documented, or documented but not typed, fails here."""
-    from hills.report_types import Report
+    from hills.evidence.report_types import Report
 
     documented = set(re.findall(r"^``(\w+)`` \(", _section(MAN_DIR / "hills-report.5.rst", "FIELDS"), re.MULTILINE))
     typed = _typed_keys(Report)
     assert "signature" in typed and "tree_hash" in documented
-    assert not typed - documented, f"typed in hills/report_types.py, not in hills-report(5): {typed - documented}"
-    assert not documented - typed, f"in hills-report(5), not typed in hills/report_types.py: {documented - typed}"
+    assert not typed - documented, ("typed in hills/evidence/report_types.py, not in hills-report(5): "
+                                    f"{typed - documented}")
+    assert not documented - typed, ("in hills-report(5), not typed in hills/evidence/report_types.py: "
+                                    f"{documented - typed}")
 
 
 def test_the_manifest_type_has_the_keys_of_the_key_table():
-    """hills.manifest_types.Manifest names exactly the keys of
+    """hills.disk.manifest_types.Manifest names exactly the keys of
     manifest.KEYS, the table hill.yaml(5) is written from."""
-    from hills.manifest_types import Manifest
+    from hills.disk.manifest_types import Manifest
 
     typed, table = _typed_keys(Manifest), {key.name for key in manifest.KEYS.keys}
     assert "evaluator" in typed and "limits" in table
-    assert not typed - table, f"typed in hills/manifest_types.py, not in manifest.KEYS: {typed - table}"
-    assert not table - typed, f"in manifest.KEYS, not typed in hills/manifest_types.py: {table - typed}"
+    assert not typed - table, f"typed in hills/disk/manifest_types.py, not in manifest.KEYS: {typed - table}"
+    assert not table - typed, f"in manifest.KEYS, not typed in hills/disk/manifest_types.py: {table - typed}"
 
 
 # ---------------------------------------------------------------- README

@@ -18,7 +18,7 @@ import pytest
 from testing import home_guard
 from testing.eval_fixtures import SCORE_EVAL, gate_skipped, make_hill
 from testing.util import BIN_DIR, REPO_ROOT, run_bin, run_cli, write_python_shim
-from hills import errors
+from hills.base import errors
 
 
 def _prefix_of(python, env=None):
@@ -134,7 +134,7 @@ FAILING_TEST = "def test_the_hill_is_broken():\n    assert False, 'broken on pur
 
 def test_hills_made_for_tests_skip_the_gate_in_this_process_only(project):
     """make_hill commits without the gate's checks; that is a stub of
-    hills.gate.run in this process (gate_skipped), which neither the real
+    hills.freeze.gate.run in this process (gate_skipped), which neither the real
     executable nor an in-process commit outside the block sees."""
     hill_dir = make_hill("gateless", SCORE_EVAL)
     (hill_dir / "tests" / "test_eval.py").write_text(FAILING_TEST)

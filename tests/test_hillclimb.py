@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from testing.util import run_bin, run_cli, write_files
-from hills import hillclimb, manifest, sandbox, schema
-from hills.errors import UsageError
+from hills.disk import hillclimb, manifest, schema
+from hills.run import sandbox
+from hills.base.errors import UsageError
 from testing.key_fixtures import key_paths, put, wrong_type
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hillclimb"

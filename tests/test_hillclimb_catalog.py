@@ -35,7 +35,8 @@ from typing import Any, Callable
 import pytest
 
 from testing.util import BWRAP_USABLE, TEST_CACHE, UV_CACHE, run_bin
-from hills import state, yamlfile
+from hills.base import state
+from hills.disk import yamlfile
 
 VERSION = "0.8.2"
 WHEEL = f"hillclimb-{VERSION}-py3-none-any.whl"

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from testing.util import git, run_cli
-from hills import locks
+from hills.disk import locks
 
 
 def head(hill):

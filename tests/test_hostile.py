@@ -32,7 +32,7 @@ import pytest
 from testing.command_fixtures import make_command_hill
 from testing.util import needs_bwrap
 from testing.eval_fixtures import hills, hills_home, last_report, make_hill, on_machine, real, submission
-from hills import runner
+from hills.run import runner
 
 pytestmark = needs_bwrap
 

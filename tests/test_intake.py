@@ -12,8 +12,10 @@ import signal
 import pytest
 
 from testing.util import BWRAP_USABLE
-from hills import errors, evaluate, runner, snapshot, trust
-from hills import hill as hill_module
+from hills.base import errors
+from hills.evidence import trust
+from hills.run import evaluate, runner, snapshot
+from hills.disk import hill as hill_module
 
 from testing.eval_fixtures import SCORE_EVAL, log_entries, attempts_log, make_hill, on_machine, submission, tree_of
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, submission, tree_of
-from hills import journal, numbers
+from hills.views import journal, numbers
 
 INSTANCE_EVAL = SCORE_EVAL.replace(
     '"details": {} if value >= 0 else {"reason": "negative score"},',
@@ -71,7 +71,7 @@ def test_the_page_loads_nothing_from_anywhere(page: str) -> None:
 @pytest.mark.slow
 def test_groups_best_so_far_and_instances(climbed, module_machine) -> None:
     with on_machine(module_machine):
-        from hills import hill
+        from hills.disk import hill
 
         found = journal.collect(hill.resolve("climb"))
     statuses = [a.status for a in found.attempts]
@@ -89,7 +89,7 @@ def test_groups_best_so_far_and_instances(climbed, module_machine) -> None:
 def test_the_score_axis_spans_the_passing_scores_and_a_far_failing_one_sits_on_its_edge(
         climbed, module_machine) -> None:
     with on_machine(module_machine):
-        from hills import hill
+        from hills.disk import hill
 
         found = journal.collect(hill.resolve("climb"))
     low, high = journal._passing_limits(found)

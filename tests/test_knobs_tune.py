@@ -122,7 +122,7 @@ def test_a_categorical_value_is_the_choice_itself():
 def test_resolve_knobs_reads_json_but_keeps_text_choices(tmp_path):
     from types import SimpleNamespace
 
-    from hills import evaluate
+    from hills.run import evaluate
 
     (tmp_path / "params.json").write_text(json.dumps({
         "level": {"type": "categorical", "choices": ["1", "2", "high"], "default": "1"},

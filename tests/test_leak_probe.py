@@ -14,7 +14,7 @@ import pytest
 
 from testing.util import needs_bwrap
 from testing.eval_fixtures import hill_yaml, hills, hills_home, real, uncommitted_template_hill
-from hills import probe
+from hills.checks import probe
 
 SECRET = '{"labels": [1, 2, 3]}\n'
 RESULT = {"passed": True, "metrics": [{"name": "total", "value": 1.0, "direction": "max"}],
@@ -227,7 +227,7 @@ def test_an_evaluator_running_the_submission_itself_fails_the_probe(project, mon
     assert committed.code == 1
     assert committed.error_lines[0].startswith("error: hill 'naive' failed check 'leak probe': the evaluator ran "
                                                "the example's code itself")
-    from hills import evaluate
+    from hills.run import evaluate
 
     monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
     checked = check("naive")
@@ -257,7 +257,7 @@ def test_an_evaluator_importing_the_submission_fails_the_probe(project, monkeypa
     checked = check("importer")
     assert checked.code == 1, checked.output
     assert "the scoring phase tried to run the submission's file 'run.py' compiled as code" in probe_line(checked)
-    from hills import evaluate
+    from hills.run import evaluate
 
     monkeypatch.setattr(evaluate, "SCORING_GUARD", False)  # the control: the payload itself finds the leak
     checked = check("importer")
@@ -270,8 +270,8 @@ def test_an_evaluator_importing_the_submission_fails_the_probe(project, monkeypa
 def unconfined(name: str, hill_dir: Path) -> bool:
     """Whether the verifier of `hill_dir` runs its example's code (as it
     is, without the payload) where it can read private/: its score says so."""
-    from hills import evaluate
-    from hills.hill import Hill
+    from hills.run import evaluate
+    from hills.disk.hill import Hill
 
     request = evaluate.EvalRequest(hill=Hill(hill_dir), submission=str(hill_dir / "examples" / "basic"),
                                    current=True, repeat=1)
@@ -342,7 +342,7 @@ def test_the_templates_pass_the_probe(project, template):
     assert line.split()[:3] == ["ok", "leak", "probe"], checked.out
     hill_has_no_trace(Path(created.out.strip()), template)
     # The same check's cheat corpus (tests/test_cheat_corpus.py has the rest): one check per template.
-    from hills import corpus
+    from hills.checks import corpus
 
     cheats = next(text for text in checked.out.splitlines() if "cheat corpus" in text)
     assert cheats.split()[:3] == ["ok", "cheat", "corpus"], checked.out

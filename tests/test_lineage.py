@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, make_hill
-from hills import git
+from hills.base import git
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from testing.util import digest_of, write_files
-from hills import locks
-from hills.errors import Refused, UsageError
+from hills.disk import locks
+from hills.base.errors import Refused, UsageError
 
 RULES = {"track": ["data/*.bin", "weights/**", "*.npz"], "threshold": 1000}
 

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from testing.util import new_and_commit, run_cli
-from hills import sandbox, state
+from hills.base import state
+from hills.run import sandbox
 
 
 def _new(folder, monkeypatch, name="demo", template="default"):

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from testing.util import git, run_cli
-from hills import check, manifest, schema
-from hills.errors import UsageError
+from hills.checks import check
+from hills.disk import manifest, schema
+from hills.base.errors import UsageError
 from testing.key_fixtures import key_paths, put, wrong_type
 
 # (what is broken, edit applied to the circle-packing hill.yaml, words the FAIL line must hold)

@@ -15,7 +15,7 @@ import pytest
 
 from testing.util import needs_bwrap
 from testing.eval_fixtures import hills, last_report, make_hill, on_machine, submission, tree_of
-from hills import measures
+from hills.run import measures
 
 CLOCKED_EVAL = """\
     import json
@@ -154,7 +154,7 @@ def test_seeds_are_fresh_and_the_secret_never_reaches_submitted_code(clocked, tm
 
 
 def test_seeds_fixed_gives_0_to_n_minus_1():
-    from hills import seeds
+    from hills.run import seeds
 
     assert seeds.record({"seeds": "fixed"}, "00" * 16, 3)["replicates"] == [0, 1, 2]
     drawn = seeds.record({"seeds": "fresh"}, "ab" * 16, 3)
@@ -177,8 +177,8 @@ def test_claims_agree_within_tolerance_and_slack(value, measured, agrees):
     ("claim_tolerance", 2, "a number from 0 to 1"),
 ])
 def test_bad_claim_keys_are_named(tmp_path, key, value, expected):
-    from hills import manifest
-    from hills.errors import UsageError
+    from hills.disk import manifest
+    from hills.base.errors import UsageError
 
     text = textwrap.dedent(f"""\
         spec: 1
@@ -194,8 +194,8 @@ def test_bad_claim_keys_are_named(tmp_path, key, value, expected):
 
 
 def test_claim_tolerance_without_claimed_is_refused():
-    from hills import manifest
-    from hills.errors import UsageError
+    from hills.disk import manifest
+    from hills.base.errors import UsageError
 
     text = 'spec: 1\nname: h\nversion: "1"\nevaluator: {shape: function}\n' \
            "metrics:\n  - {name: t, direction: min, claim_slack: 1}\n"
@@ -254,7 +254,7 @@ def test_an_ld_preload_that_stops_the_clocks_moves_nothing_hills_measures(clocke
 def test_timing_hills_rank_per_fingerprint_and_other_hills_across_machines():
     from test_plausibility import KEYS, signed
 
-    from hills import rank
+    from hills.views import rank
 
     here = {"cpu": "CPU A", "cores": 8, "machine": "x86_64", "gpu": None}
     there = {"cpu": "CPU B", "cores": 64, "machine": "x86_64", "gpu": [{"model": "H200", "driver": "550.1"}]}

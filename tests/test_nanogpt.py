@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from testing.util import UV_CACHE, needs_bwrap, run_cli
-from hills import rank, signing, trust
+from hills.evidence import signing, trust
+from hills.views import rank
 
 # Slow as a whole: every test needs the committed nanogpt hill (torch, a gate that trains).
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from testing.util import BIN_DIR, run_bin, run_cli
-from hills import hill
+from hills.disk import hill
 
 TEMPLATES = ["bin-packing", "circle-packing", "dataset", "default", "nanogpt-10min"]
 

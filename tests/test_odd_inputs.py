@@ -12,8 +12,9 @@ import pytest
 from testing.util import new_and_commit, run_bin, run_cli
 from testing.command_fixtures import command_yaml
 from testing.eval_fixtures import last_report, make_hill, notes_lines, on_machine, submission, tree_of
-from hills import manifest, spaces
-from hills.errors import UsageError
+from hills import spaces
+from hills.disk import manifest
+from hills.base.errors import UsageError
 
 
 @pytest.mark.slow
@@ -322,7 +323,7 @@ def test_a_command_hill_must_declare_exactly_one_metric(project, metrics, got):
 def test_a_submission_that_holds_the_machine_state_is_refused_before_anything_runs(project, monkeypatch):
     # The snapshot of such a folder would copy the run folder into itself.
     new_and_commit()
-    from hills import state
+    from hills.base import state
 
     home = project / "work" / "state"
     monkeypatch.setenv("HILLS_HOME", str(home))

@@ -13,7 +13,7 @@ import pytest
 
 from testing.util import needs_bwrap
 from testing.eval_fixtures import TRIVIAL_TEST, hills, make_hill, submission
-from hills import state
+from hills.base import state
 
 SECRET = "the-answer-is-42\n"
 
@@ -300,7 +300,7 @@ def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path, 
     assert result.code == 1 and report["status"] == "buggy", result.output
     assert "the submission's file 'hills/__init__.py' imported as module 'hills'" in report["reason"]
     # ...and the control: without the guard it runs unconfined.
-    from hills import evaluate
+    from hills.run import evaluate
 
     monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
     result, report = eval_report(sub, "-H", "shadowed")
@@ -309,7 +309,7 @@ def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path, 
 
 
 def test_the_confined_python_outside_an_eval_says_so(tmp_path):
-    from hills import evaluate
+    from hills.run import evaluate
 
     wrapper = tmp_path / "python"
     wrapper.write_text(evaluate.PYTHON_WRAPPER)

@@ -10,7 +10,7 @@ import pytest
 from testing.util import git
 from testing.eval_fixtures import SCORE_EVAL, hills, last_report, make_hill, notes_lines, on_machine, real, submission, \
     tree_of
-from hills import state
+from hills.base import state
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,10 @@ import pytest
 
 from testing.util import new_and_commit, run_cli
 from testing.eval_fixtures import GRID_EXAMPLE, REPO_ROOT, hills, submission
-from hills import manifest, rank, report, trust
-from hills.errors import UsageError
+from hills.disk import manifest
+from hills.evidence import report, trust
+from hills.views import rank
+from hills.base.errors import UsageError
 
 # A valid packing of 26 circles, summing to about 2.62945 (a local optimum,
 # short of the best known 2.6359830849).
@@ -165,7 +167,7 @@ KEYS = trust.Keys(None, None, b"p" * 32, can_sign=True)
 
 
 def signed(value: float, params: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    from hills import signing
+    from hills.evidence import signing
 
     body = {"hill": "h", "tree_hash": "t" * 40, "official": True, "status": "passing", "passed": True,
             "config": [{"name": "mode", "value": "validation", "primary": True}],
@@ -190,7 +192,7 @@ def test_a_report_without_defaults_still_ranks_by_its_params() -> None:
     old = signed(9.0, {"tolerance": 1e-3, "seed": 0})
     for name in ("param_defaults", "neutral_params"):
         old.pop(name)
-    from hills import signing
+    from hills.evidence import signing
 
     signing.seal(old, KEYS)
     groups = rank.rank([("new", signed(1.0, {"tolerance": 1e-9, "seed": 0})), ("old", old)], KEYS)["groups"]

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, submission
-from hills import check, progress
+from hills.base import progress
+from hills.checks import check
 
 
 class Terminal(io.StringIO):

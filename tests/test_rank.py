@@ -7,7 +7,8 @@ import json
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, on_machine, submission
-from hills import rank, signing, trust
+from hills.evidence import signing, trust
+from hills.views import rank
 
 KEY = trust.Keys(None, None, b"k" * 32, can_sign=True)
 

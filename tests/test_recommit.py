@@ -11,7 +11,8 @@ import blake3
 import pytest
 
 from testing.util import Result, git, run_cli
-from hills import commit as commit_module, report
+from hills.evidence import report
+from hills.freeze import commit as commit_module
 
 MARKER_TEST = """\
 import os

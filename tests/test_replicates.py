@@ -8,7 +8,7 @@ import pytest
 
 from testing.command_fixtures import candidate, make_command_hill, run_dir, seen_env
 from testing.eval_fixtures import hills, make_hill, on_machine, submission
-from hills import replicates
+from hills.run import replicates
 
 # With case `seed` the verifier scores 1, 3, 5, 2, 4 for seeds 0..4, plus the
 # number the solution prints.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, submission, tree_of
-from hills import rescore
+from hills.many import rescore
 
 # The fixed evaluator: a score above 5 was a hack (it reads score.txt only).
 FIXED_EVAL = SCORE_EVAL.replace('value = float(text)', 'value = float(text)\n        value = value if value <= 5 else 0.5')
@@ -65,7 +65,7 @@ def test_the_budget_drops_unreferenced_snapshots_first(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text", ["lots", "-1", "5XB"])
 def test_a_bad_budget_is_named(monkeypatch, text):
-    from hills.errors import UsageError
+    from hills.base.errors import UsageError
 
     monkeypatch.setenv("HILLS_SNAPSHOT_BUDGET", text)
     with pytest.raises(UsageError) as caught:

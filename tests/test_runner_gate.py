@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hills import runner
+from hills.run import runner
 
 # Stands for the shim: notes when it has booted, then reads the seal key
 # from stdin (as the shim does before it imports the evaluator), then notes

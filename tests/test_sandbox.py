@@ -15,8 +15,9 @@ import pytest
 from testing.util import BWRAP_USABLE, needs_bwrap
 from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, make_hill, on_machine, submission,
                            tree_of)
-from hills import sandbox, sdk
-from hills.errors import EnvironmentProblem
+from hills import sdk
+from hills.run import sandbox
+from hills.base.errors import EnvironmentProblem
 
 MISSING = "/nonexistent/bwrap"
 ISOLATION_NONE = {"name": "isolation", "value": "none", "primary": True}

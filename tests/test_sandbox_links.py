@@ -86,7 +86,7 @@ def test_check_says_isolation_ok_through_links(linked):
 def test_check_fails_when_the_sandboxed_probe_fails(committed_hill, monkeypatch, tmp_path):
     """A bwrap that works for a bare namespace but not for the eval's own
     mounts: the isolation line names the failure instead of saying ok."""
-    from hills import sandbox
+    from hills.run import sandbox
 
     broken = tmp_path / "bwrap"
     broken.write_text(f"#!/bin/sh\ncase \"$*\" in *--tmpfs*) echo 'bwrap: cannot mount tmpfs' >&2; exit 1;; esac\n"

@@ -11,8 +11,9 @@ import textwrap
 import pytest
 
 from testing.eval_fixtures import hills, submission
-from hills import commit, evaluate
-from hills.hill import Hill
+from hills.freeze import commit
+from hills.run import evaluate
+from hills.disk.hill import Hill
 
 ANSWER = "the-labels-are-7-7-7\n"
 

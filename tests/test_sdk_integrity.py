@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from testing.eval_fixtures import hills, hills_home, make_hill, on_machine, submission
-from hills import evaluate, report, uvenv
+from hills.disk import uvenv
+from hills.evidence import report
+from hills.run import evaluate
 
 # Its metric is 1.0 unless something planted ran before or while it imported
 # the sdk and spaces.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hills import protocol
+from hills.service import protocol
 from testing.service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
                               running_service, submission)
 
@@ -58,9 +58,9 @@ def test_a_climber_evaluates_through_the_service_and_the_report_says_so(service)
 
 @pytest.mark.slow
 def test_the_services_copy_is_known_clean_without_git(service):
-    from hills import gitobjects
-    from hills.git import Repo
-    from hills.hill import excluded_blobs
+    from hills.base import gitobjects
+    from hills.base.git import Repo
+    from hills.disk.hill import excluded_blobs
 
     copy = service.state / "project" / ".hills" / DEMO
     tree = Repo(copy).run("rev-parse", "HEAD^{tree}").strip()

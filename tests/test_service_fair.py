@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hills import protocol
+from hills.service import protocol
 from testing.service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, remove_user,
                               request, submission)
 
@@ -79,7 +79,7 @@ print(json.dumps({"made": made, "refused": refused, "answers": answers}))
 # reports when and how the service ended it.
 TRICKLE = '''\
 import json, select, socket, struct, sys, time
-from hills import protocol
+from hills.service import protocol
 spec = json.load(sys.stdin)
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(spec["socket"])
@@ -156,7 +156,7 @@ class Fair(Service):
     def start_unfair(self) -> None:
         """The control: the same service with fair share switched off
         (slots taken at accept, before the role is known; nothing per user)."""
-        code = ("import sys; import hills.service; hills.service.FAIR = False; from hills import entry; "
+        code = ("import sys; import hills.service.server; hills.service.server.FAIR = False; from hills import entry; "
                 f"sys.exit(entry.run('hills', ['serve', '--state', {str(self.state)!r}]))")
         log = open(self.base / "serve.log", "ab")
         self.process = subprocess.Popen(self.argv(self.user, [*self.python, "-c", code], HOME=str(self.state),

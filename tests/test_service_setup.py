@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from testing.util import run_cli
-from hills import errors, protocol, service, service_requests
+from hills.base import errors
+from hills.service import protocol, server as service, requests as service_requests
 from testing.service_fixtures import Service, make_user, needs_root, remove_user
 
 
@@ -138,7 +139,7 @@ def test_setup_refuses_a_state_folder_holding_other_files(where, people):
 @needs_root
 def test_a_failed_step_takes_back_what_was_made(where, people, monkeypatch):
     user, admin, climber = people
-    from hills import service_setup
+    from hills.service import setup as service_setup
 
     def broken(setup, argv):
         raise OSError(28, "No space left on device")
@@ -325,7 +326,7 @@ def test_on_ray_goes_only_to_the_configured_cluster():
 
 
 def test_the_client_builds_typed_records_and_keeps_its_files(tmp_path, monkeypatch):
-    from hills import client
+    from hills.service import client
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
@@ -362,7 +363,7 @@ def test_the_service_config_refuses_unknown_and_malformed_keys(tmp_path):
 
 
 def test_which_calls_go_to_the_service(monkeypatch, tmp_path):
-    from hills import client
+    from hills.service import client
 
     assert client.remote_verb("hills", ["eval", "d", "-H", "x"]) == "eval"
     assert client.remote_verb("hills-eval", ["d", "-H", "x"]) == "eval"

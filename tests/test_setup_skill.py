@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from testing.util import REPO_ROOT, run_cli
-from hills import __version__, skill
+from hills import __version__
+from hills.disk import skill
 
 SHIPPED = REPO_ROOT / "skills" / "hills"
 

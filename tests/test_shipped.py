@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hills import hill
+from hills.disk import hill
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
@@ -119,7 +119,8 @@ def test_the_wheel_holds_no_held_out_data_of_any_template(tmp_path: Path) -> Non
     import sys
     import zipfile
 
-    from hills import leakscan, locks
+    from hills.checks import leakscan
+    from hills.disk import locks
 
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"),
                            str(REPO_ROOT)], capture_output=True, text=True, timeout=300, cwd=tmp_path)

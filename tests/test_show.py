@@ -8,7 +8,9 @@ import pytest
 
 from testing.command_fixtures import candidate, make_command_hill
 from testing.eval_fixtures import hills, make_hill, on_machine, submission
-from hills import show, signing, state, trust
+from hills.base import state
+from hills.evidence import signing, trust
+from hills.views import show
 
 # A function evaluator minimising an error, with instances and a breakdown.
 ERROR_EVAL = """\

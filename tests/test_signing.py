@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from hills import ed25519, signing, state, trust
-from hills.errors import UsageError
+from hills.base import ed25519, state
+from hills.evidence import signing, trust
+from hills.base.errors import UsageError
 
 KEY = trust.Keys(None, None, b"\x01" * 32, can_sign=True)
 OTHER_KEY = trust.Keys(None, None, b"\x02" * 32, can_sign=True)

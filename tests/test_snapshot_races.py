@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from testing.eval_fixtures import hills, last_report, make_hill, submission, tree_of
-from hills import snapshot
-from hills.errors import Refused
+from hills.run import snapshot
+from hills.base.errors import Refused
 
 MARKER = "the-answer-key-7731"
 

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from testing.util import BWRAP_USABLE, default_signals
-from hills import errors, evaluate, runner, standby, trust
-from hills import hill as hill_module
+from hills.base import errors
+from hills.evidence import trust
+from hills.run import evaluate, runner, standby
+from hills.disk import hill as hill_module
 
 from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
                            tree_of)

@@ -17,7 +17,10 @@ import pytest
 from testing.util import default_signals
 from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, real, submission,
                            tree_of)
-from hills import attempts, evaluate, state, trust
+from hills.base import state
+from hills.evidence import trust
+from hills.run import evaluate
+from hills.views import attempts
 
 NAME = "peek"
 BUDGET_SPENT = f"the holdout budget of hill '{NAME}' is spent: 1 of 1"
@@ -39,7 +42,7 @@ SLEEPY_EVAL = """\
 
 # `hills eval` as before started entries: the same pipeline with the
 # started step taken out.
-WITHOUT_STARTED = ("import sys; from hills import evaluate; evaluate._Start.__call__ = lambda self, ctx: None; "
+WITHOUT_STARTED = ("import sys; from hills.run import evaluate; evaluate._Start.__call__ = lambda self, ctx: None; "
                    "from hills.entry import main; sys.argv[0] = 'hills'; main()")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import hills
-from hills import hill, manifest
+from hills.disk import hill, manifest
 
 PACKAGE_DIR = Path(hills.__file__).resolve().parent
 TEMPLATES_DIR = Path(hill.shipped("examples"))
@@ -42,7 +42,7 @@ def make_hill(tmp_path, template, name=None):
 
 def run_runner(hill_dir, *args, python_flags=()):
     # The environment `hills check` gives a hill's tests: hills.sdk importable.
-    from hills.check import check_env
+    from hills.checks.check import check_env
 
     return subprocess.run([sys.executable, *python_flags, str(RUNNER), *args, str(hill_dir)],
                           capture_output=True, text=True, timeout=120, env=check_env())
@@ -207,7 +207,7 @@ def test_nanogpt_params_and_hardware_profile_config():
 
 
 def test_a_check_value_is_checked_like_the_default(tmp_path):
-    from hills.errors import UsageError
+    from hills.base.errors import UsageError
 
     hill_dir = make_hill(tmp_path, "default", name="checked")
     base = (hill_dir / "hill.yaml").read_text()
@@ -226,7 +226,7 @@ def shipped_files():
     """Every file the hills package and its shipped folders hold."""
     import os
 
-    from hills import leakscan
+    from hills.checks import leakscan
 
     return [os.path.join(current, name) for _, folder in leakscan.installed_places(None)
             for current, _, files in os.walk(folder) for name in files]
@@ -235,7 +235,7 @@ def shipped_files():
 @pytest.mark.slow
 def test_two_bin_packing_hills_hold_different_instances_found_nowhere_in_the_package(project):
     from testing.util import run_cli
-    from hills import locks
+    from hills.disk import locks
 
     digests = []
     for name in ("bp-one", "bp-two"):

@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, submission, tree_of
-from hills import caller, ed25519, signing, trust
+from hills.base import ed25519
+from hills.evidence import caller, signing, trust
 
 NAME = "bound"
 
@@ -94,7 +95,7 @@ def test_control_with_the_binding_off_the_forged_claim_is_signed_and_verify_reje
 def test_the_signer_refuses_a_service_claim_outside_the_service():
     keys = trust.Keys(None, None, b"\x01" * 32, can_sign=True)
     report = {"hill": "h", "trust": "service", "passed": True}
-    from hills.errors import EnvironmentProblem
+    from hills.base.errors import EnvironmentProblem
 
     with pytest.raises(EnvironmentProblem) as caught:
         signing.seal(report, keys)

@@ -81,7 +81,7 @@ def test_hills_verify_loads_no_typing_module(tmp_path):
     done = subprocess.run([sys.executable, "-X", "importtime", str(REPO_ROOT / "bin" / "hills"), "verify",
                            str(tmp_path / "missing.json")], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    assert "hills.verify" in loaded, done.stderr
+    assert "hills.evidence.verify" in loaded, done.stderr
     assert "typing" not in loaded
 
 

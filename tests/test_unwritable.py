@@ -16,7 +16,9 @@ import subprocess
 import pytest
 
 from testing.util import git, new_and_commit, run_bin, run_cli
-from hills import chain, hill as hill_module, state
+from hills.base import state
+from hills.disk import hill as hill_module
+from hills.evidence import chain
 
 NO_SPACE = os.strerror(errno.ENOSPC)
 READ_ONLY = os.strerror(errno.EROFS)
@@ -214,7 +216,7 @@ def test_a_commit_that_fails_after_its_ref_moved_puts_it_back(project, monkeypat
 
 def test_a_log_append_that_fails_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     log = tmp_path / "log.jsonl"
-    from hills import trust
+    from hills.evidence import trust
 
     key = trust.Keys(None, None, b"k" * 32, can_sign=True)
     chain.append(log, {"n": 1}, key)

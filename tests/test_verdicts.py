@@ -11,7 +11,7 @@ import random
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, on_machine, submission, tree_of
-from hills import verdict
+from hills.many import verdict
 
 
 def test_t_quantiles_and_p_values_match_the_tables():

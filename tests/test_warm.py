@@ -73,7 +73,7 @@ def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_cod
     """`score=$(hills eval ...)` ends with the eval, not with the worker's
     housekeeping after it: here the removal of an old run folder of many
     files, which the worker is still doing when the caller's pipes close."""
-    from hills import evaluate
+    from hills.run import evaluate
 
     folder = sub(tmp_path / "s")
     first = real("hills", "eval", folder, "-H", hill)

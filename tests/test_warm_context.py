@@ -140,7 +140,7 @@ def restart_without(warm, patch):
     while (socket_path.exists() or " stopped: stopped" not in log_of(warm)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not socket_path.exists(), log_of(warm)
-    process = subprocess.Popen([sys.executable, "-c", f"import sys; from hills import runner; "
+    process = subprocess.Popen([sys.executable, "-c", f"import sys; from hills.run import runner; "
                                                       f"from hills.warm import server, spare, worker; {patch}; "
                                                       "sys.exit(server.serve(sys.argv[1], []))", str(socket_path)],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -539,7 +539,7 @@ def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climb
     assert not socket_path.exists(), log_of(climber.warm)
     # The same server with both halves of the fix switched off.
     patch = "runner.WITHHELD = (); spare.undumpable = lambda: True"
-    unfixed = subprocess.Popen(climber.argv([*climber.python, "-c", "import sys; from hills import runner; "
+    unfixed = subprocess.Popen(climber.argv([*climber.python, "-c", "import sys; from hills.run import runner; "
                                              f"from hills.warm import server, spare; {patch}; "
                                              "sys.exit(server.serve(sys.argv[1], []))", socket_path]),
                                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .. import errors
+from ..base import errors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def _write_problem(exc: BaseException) -> errors.HillsError | None:
     # be: the user's to fix, named, not a bug.
     if not isinstance(exc, OSError):
         return None
-    from .. import state
+    from ..base import state
 
     return state.write_problem(exc)
 
@@ -43,6 +43,6 @@ def _folder_gone(exc: BaseException) -> errors.HillsError | None:
 
 
 def _crash_dir() -> str:
-    from .. import state
+    from ..base import state
 
     return os.path.join(state.home(), "logs")

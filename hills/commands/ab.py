@@ -1,13 +1,13 @@
 """`hills eval SUB --against REF --repeat N`: the A/B run's report and verdict
-(the core is hills/verdict.py)."""
+(the core is hills/many/verdict.py)."""
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..evaluate import EvalRequest
+    from ..run.evaluate import EvalRequest
 
 
 def command(request: EvalRequest, against: str, repeat: int | None, *, output: str | None, as_json: bool,
@@ -16,9 +16,9 @@ def command(request: EvalRequest, against: str, repeat: int | None, *, output: s
     FILE), its verdict on stderr; exit 0 when improved, 1 otherwise."""
     import json
 
-    from .. import state
-    from ..verdict import run, summary
-    from .output import emit, say
+    from ..base import state
+    from ..many.verdict import run, summary
+    from ..cli.output import emit, say
 
     if repeat is None:
         raise UsageError("--against needs --repeat N (N >= 2): how many runs of each side",

@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.output import emit, emit_json
 
 
 @click.command("attempts", context_settings=CONTEXT)
@@ -19,7 +19,8 @@ def command(name: str, current: bool, tree_hash: str | None, as_json: bool) -> i
     comparable group, and whether the log's chain is intact (exactly where it
     breaks if not). Exits 1 when the chain is broken.
     """
-    from .. import attempts, hill
+    from ..disk import hill
+    from ..views import attempts
 
     target = hill.resolve(name)
     result = attempts.collect(target, current=current, tree_hash=tree_hash)
@@ -32,6 +33,6 @@ def command(name: str, current: bool, tree_hash: str | None, as_json: bool) -> i
 
 def render(result: dict) -> None:
     """The attempts table, the best reports and the chain's state, on stdout."""
-    from .. import attempts
+    from ..views import attempts
 
     attempts.render(result, emit)

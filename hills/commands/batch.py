@@ -7,23 +7,23 @@ from __future__ import annotations
 import json
 import os
 
-from .. import errors
-from .output import emit, say
+from ..base import errors
+from ..cli.output import emit, say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from typing import Any
 
-    from ..hill import Hill
+    from ..disk.hill import Hill
     from .eval import EvalOptions
 
 
 def run_many(options: EvalOptions) -> int:
     """Each submission's eval, here or with --on on a cluster; --json or
     --quiet say no summaries, --summary-only prints no lines (FILE gets them)."""
-    from .. import hill
-    from .eval import _check_output_path
+    from ..disk import hill
+    from ..cli.output import check_output_path
 
     submissions, output, on = options.submissions, options.output, options.on
     for submission in submissions:
@@ -31,7 +31,7 @@ def run_many(options: EvalOptions) -> int:
             raise errors.UsageError(f"submission '{submission}' is not a folder",
                                     hint="a submission is a folder; pass its path")
     if output:
-        _check_output_path(output)
+        check_output_path(output)
     target = hill.resolve(options.hill_name)
     if on is not None:
         for flag, given in (("--current", options.current), ("--force", options.force), ("-v", options.verbose)):
@@ -62,7 +62,7 @@ def run_many(options: EvalOptions) -> int:
 
 def _write_output(output: str | None, texts: list[str]) -> None:
     if output:
-        from .. import state
+        from ..base import state
 
         state.atomic_write(output, "".join(text + "\n" for text in texts))
 
@@ -76,7 +76,7 @@ def _tell(message: str | None, hint: str | None) -> None:
 
 def _here(target: Hill, options: EvalOptions) -> Iterator[tuple[Mapping[str, Any], int, BaseException | None]]:
     """Each submission's eval in turn, as (line, exit code, what stopped it)."""
-    from .. import evaluate
+    from ..run import evaluate
     from .eval import render
 
     summaries = not (options.as_json or options.quiet)

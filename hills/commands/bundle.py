@@ -4,9 +4,9 @@ import os
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument, json_option
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.command("bundle", context_settings=CONTEXT)
@@ -23,7 +23,7 @@ def command(name: str, output: str | None, as_json: bool) -> int:
     hill elsewhere, checked against the tree hash and the locks. The file
     holds the held-out data: it is written readable by its owner only.
     """
-    from .. import bundle, hill
+    from ..disk import bundle, hill
 
     target = hill.resolve(name)
     _, tree_hash = bundle.head_version(target)

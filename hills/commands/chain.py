@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .. import errors
-from ..trust import machine_keys
-from .options import CONTEXT, HillsGroup, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..evidence.trust import machine_keys
+from ..cli.options import CONTEXT, HillsGroup, json_option
+from ..cli.output import emit, emit_json
 
 if TYPE_CHECKING:
-    from ..chain import ChainReport
+    from ..evidence.chain import ChainReport
 
 
 @click.group("chain", context_settings=CONTEXT, cls=HillsGroup)
@@ -26,7 +26,7 @@ def command() -> None:
 @click.argument("log_file", metavar="FILE")
 def append(log_file: str) -> int:
     """Append the JSON object on stdin to FILE as a new chained line."""
-    from .. import chain, signing
+    from ..evidence import chain, signing
 
     record = signing.parse_report(sys.stdin.read(), "<stdin>")
     entry = chain.append(log_file, record, machine_keys(for_signing=True))
@@ -39,7 +39,7 @@ def append(log_file: str) -> int:
 @click.option("--head", "head_json", metavar="JSON", help="A {seq, mac} head kept elsewhere to check against.")
 def verify(log_file: str, head_json: str | None) -> int:
     """Verify every line of FILE; print where the chain breaks. Exits 1 if broken."""
-    from .. import chain
+    from ..evidence import chain
 
     head = None
     if head_json:
@@ -67,7 +67,7 @@ def render(log_file: str, result: ChainReport) -> None:
 @json_option
 def show(log_file: str, as_json: bool) -> int:
     """Print the entries of FILE, one per line (or as a JSON list)."""
-    from .. import chain
+    from ..evidence import chain
 
     entries = chain.read(log_file, machine_keys())
     if as_json:

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument, json_option
-from .output import check_line, check_teller, emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.output import check_line, check_teller, emit, emit_json
 
 if TYPE_CHECKING:
-    from ..check import Result
+    from ..checks.check import Result
 
 
 @click.command("check", context_settings=CONTEXT)
@@ -30,8 +30,9 @@ def command(name: str, no_tests: bool, as_json: bool) -> int:
     that tries every way to reach private data, evaluated unlogged.
     Exits 1 when any fails.
     """
-    from .. import check, hill
-    from ..progress import Progress, mode_for
+    from ..checks import check
+    from ..disk import hill
+    from ..base.progress import Progress, mode_for
 
     target = hill.resolve(name)
     # Each check's line on stdout as it finishes; on a terminal, the check

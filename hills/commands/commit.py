@@ -1,12 +1,12 @@
 """`hills commit`: gate a hill, regenerate its locks and record a commit.
-Declared as plain data (hills.commands.fast): a re-commit whose gate is
+Declared as plain data (hills.cli.fast): a re-commit whose gate is
 remembered starts without click."""
 
 from __future__ import annotations
 
-from .. import errors
-from . import fast
-from .output import check_teller, emit, say
+from ..base import errors
+from ..cli import fast
+from ..cli.output import check_teller, emit, say
 
 HELP = """Freeze a hill: gate, regenerate locks, record a commit.
 
@@ -25,9 +25,10 @@ DECLARED = fast.Declared("commit", HELP, [
 
 def run(name: str, message: str) -> int:
     """The command: gate, lock and commit; the new version on stdout."""
-    from .. import commit, hill
+    from ..disk import hill
+    from ..freeze import commit
 
-    from ..progress import Progress, mode_for
+    from ..base.progress import Progress, mode_for
 
     target = hill.resolve(name)
     with Progress(mode_for()) as shown:
@@ -39,7 +40,7 @@ def run(name: str, message: str) -> int:
 
 def render(result: dict) -> None:
     """The locks and the new version on stderr; tree hash and commit id on stdout."""
-    from .. import locks
+    from ..disk import locks
 
     say(f"  private.lock  {locks.summary(result['private'])}")
     say(f"  blobs.lock    {locks.summary(result['blobs'])}")

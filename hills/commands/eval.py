@@ -1,16 +1,15 @@
 """`hills eval`: score a submission folder against a hill's committed
-evaluator. Declared as plain data (hills.commands.fast), so an ordinary
+evaluator. Declared as plain data (hills.cli.fast), so an ordinary
 call parses and runs without importing click."""
 
 from __future__ import annotations
 
 import json
-import os
 
-from .. import errors
-from ..records import frozen
-from . import fast
-from .output import emit, say
+from ..base import errors
+from ..base.records import frozen
+from ..cli import fast
+from ..cli.output import emit, say, check_output_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,10 +17,10 @@ if TYPE_CHECKING:
 
     from collections.abc import Mapping
 
-    from ..evaluate import EvalRequest
-    from ..hill import Hill
-    from ..report_types import Report
-    from ..standby import Standby
+    from ..run.evaluate import EvalRequest
+    from ..disk.hill import Hill
+    from ..evidence.report_types import Report
+    from ..run.standby import Standby
 
 HELP = """Score the submission folder DIR against a hill's committed evaluator.
 
@@ -79,7 +78,7 @@ class EvalOptions:
     """What `hills eval` was asked, as its parser gives it: one field per
     parameter of DECLARED, by its dest. Click's callback and the fast parse
     make it, the batch path and the standby read it, and the service's eval
-    fields (hills.service_requests) give the same names; `request` is the
+    fields (hills.service.requests) give the same names; `request` is the
     one place an EvalRequest is built from it."""
 
     submissions: tuple[str, ...]
@@ -103,7 +102,7 @@ class EvalOptions:
 
     def request(self, target: Hill, submission: str) -> EvalRequest:
         """The eval of `submission` against the resolved hill `target`."""
-        from ..evaluate import EvalRequest
+        from ..run.evaluate import EvalRequest
 
         return EvalRequest(target, submission, tuple(self.params), final=self.final, force=self.force,
                            current=self.current, queue=self.queue, verbose=self.verbose, repeat=self.repeat,
@@ -128,7 +127,8 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     problem = errors.first_missing_dependency()
     if problem is not None:
         raise problem
-    from .. import evaluate, hill
+    from ..disk import hill
+    from ..run import evaluate
 
     if options.workers is not None and options.on is None:
         raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
@@ -142,12 +142,12 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     request = options.request(hill.resolve(options.hill_name), submission)
     output, as_json, quiet = options.output, options.as_json, options.quiet
     if output:
-        _check_output_path(output)
+        check_output_path(output)
     if options.against is not None:
         from . import ab
 
         return ab.command(request, options.against, options.repeat, output=output, as_json=as_json, quiet=quiet)
-    from ..progress import LINES, Progress, mode_for
+    from ..base.progress import LINES, Progress, mode_for
 
     # On a terminal the header comes first and a live line runs below it;
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
@@ -181,8 +181,8 @@ def standby_request(args: list[str]) -> EvalRequest | None:
     if options is None or options.batched() or options.against is not None or options.workers is not None:
         return None
     if options.output:
-        _check_output_path(options.output)
-    from .. import hill
+        check_output_path(options.output)
+    from ..disk import hill
 
     return options.request(hill.resolve(options.hill_name), options.submissions[0])
 
@@ -190,23 +190,17 @@ def standby_request(args: list[str]) -> EvalRequest | None:
 def _emit_report(report: Report, output: str | None, as_json: bool, summary_only: bool = False) -> None:
     text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
     if output:
-        from .. import state
+        from ..base import state
 
         state.atomic_write(output, text + "\n")
     if not summary_only:
         emit(text)
 
 
-def _check_output_path(output: str) -> None:
-    folder = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(folder):
-        raise errors.UsageError(f"cannot write the report to '{output}': folder '{folder}' does not exist")
-
-
 def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> None:
     """The summary of a report on stderr: verdict, metrics, config, why;
     the hill and the submission unless the header said them already."""
-    from ..report import summary_line
+    from ..evidence.report import summary_line
 
     if not headed:
         tree = (report["tree_hash"] or "working tree")[:12]

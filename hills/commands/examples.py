@@ -2,16 +2,16 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, json_option
+from ..cli.output import emit, emit_json
 
 
 @click.command("examples", context_settings=CONTEXT)
 @json_option
 def command(as_json: bool) -> int:
     """List the templates that 'hills new -t' accepts."""
-    from .. import hill
+    from ..disk import hill
 
     found = hill.templates()
     if as_json:

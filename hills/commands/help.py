@@ -2,8 +2,8 @@
 
 import click
 
-from .options import CONTEXT
-from .output import emit
+from ..cli.options import CONTEXT
+from ..cli.output import emit
 
 
 @click.command("help", context_settings=CONTEXT)
@@ -18,6 +18,6 @@ def command(ctx: click.Context, words: tuple[str, ...], force_man: bool) -> int:
     git-hill(1) without a verb) when man finds it; otherwise, or when it
     does not, prints the same text as 'VERB --help' on stdout.
     """
-    from .. import manual
+    from ..cli import manual
 
     return manual.show(list(words), ctx.find_root(), force_man=force_man, echo=emit)

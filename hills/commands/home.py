@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors, state
-from .options import CONTEXT
-from .output import emit
+from ..base import errors, state
+from ..cli.options import CONTEXT
+from ..cli.output import emit
 
 
 @click.command("home", context_settings=CONTEXT)

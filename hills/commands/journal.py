@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument
-from .output import emit, say
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument
+from ..cli.output import emit, say
 
 
 @click.command("journal", context_settings=CONTEXT)
@@ -25,7 +25,8 @@ def command(name: str, output: str | None) -> int:
     """
     import os
 
-    from .. import hill, journal
+    from ..disk import hill
+    from ..views import journal
 
     target = hill.resolve(name)
     if output is not None:
@@ -37,7 +38,7 @@ def command(name: str, output: str | None) -> int:
     if output is None:
         emit(page.rstrip("\n"))
     else:
-        from ..state import atomic_write
+        from ..base.state import atomic_write
 
         atomic_write(output, page)
         say(f"{target.name}: {len(found.attempts)} attempt(s) written to {output}")

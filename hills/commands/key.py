@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, json_option
+from ..cli.output import emit, emit_json
 
 
 @click.command("key", context_settings=CONTEXT)
@@ -20,10 +20,11 @@ def command(as_json: bool) -> int:
     --service NAME LINE', the role a report saying trust 'service' needs.
     Creates the key if the machine has none yet.
     """
-    from .. import ed25519, trust
+    from ..base import ed25519
+    from ..evidence import trust
 
-    from ..caller import not_the_service
-    from .output import say
+    from ..evidence.caller import not_the_service
+    from ..cli.output import say
 
     keys = trust.machine_keys(for_signing=True)
     assert keys.public is not None

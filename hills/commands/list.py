@@ -4,9 +4,9 @@ import os
 
 import click
 
-from .. import errors, state
-from .options import CONTEXT, json_option
-from .output import emit, emit_json, say
+from ..base import errors, state
+from ..cli.options import CONTEXT, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.command("list", context_settings=CONTEXT)
@@ -17,7 +17,8 @@ def command(as_json: bool) -> int:
     Hills of the same name in different projects each get their line; the
     path tells them apart.
     """
-    from .. import evaluate, hill
+    from ..disk import hill
+    from ..run import evaluate
 
     rows = []
     for name, entry in state.registry_entries():

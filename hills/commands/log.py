@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.output import emit, emit_json
 
 
 @click.command("log", context_settings=CONTEXT)
@@ -12,7 +12,8 @@ from .output import emit, emit_json
 @json_option
 def command(name: str, as_json: bool) -> int:
     """List a hill's versions: tree hash, commit, date, message, evals."""
-    from .. import hill, info
+    from ..disk import hill
+    from ..views import info
 
     target = hill.resolve(name)
     versions = info.log(target)

@@ -4,9 +4,9 @@ import os
 
 import click
 
-from .. import errors, state
-from .options import CONTEXT
-from .output import emit, say
+from ..base import errors, state
+from ..cli.options import CONTEXT
+from ..cli.output import emit, say
 
 
 @click.command("new", context_settings=CONTEXT)
@@ -25,10 +25,10 @@ def command(name: str, template: str, hillclimb_dir: str | None) -> int:
     With --from-hillclimb, the hill is converted from a hillclimb problem
     folder instead (see docs/hillclimb.md); its held-out inputs go to private/.
     """
-    from .. import hill
+    from ..disk import hill
 
     if hillclimb_dir is not None:
-        from .. import hillclimb
+        from ..disk import hillclimb
 
         if template != "default":
             raise errors.UsageError("--template and --from-hillclimb cannot be combined")
@@ -42,7 +42,7 @@ def command(name: str, template: str, hillclimb_dir: str | None) -> int:
 
 def render(created: dict, name: str, template: str) -> None:
     """The new hill's path on stdout; what was made, and what next, on stderr."""
-    from ..check import readme_check
+    from ..checks.check import readme_check
 
     if created["home_created"]:
         say(f"hills: created machine state at {state.home()}")

@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument
-from .output import emit, say
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument
+from ..cli.output import emit, say
 
 
 @click.command("pin", context_settings=CONTEXT)
@@ -20,7 +20,7 @@ def command(name: str, tree: str | None, clear: bool) -> int:
     the reason stated, so a climber that re-commits an edited evaluator
     cannot produce official scores. Prints the approved tree hash.
     """
-    from .. import hill, pin
+    from ..disk import hill, pin
 
     target = hill.resolve(name)
     if clear:

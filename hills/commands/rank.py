@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, json_option
+from ..cli.output import emit, emit_json
 
 
 @click.command("rank", context_settings=CONTEXT)
@@ -19,19 +19,20 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
     the metrics, each in its own direction. INVALID, unofficial and
     non-passing reports (implausible ones too) are listed apart, never ranked.
     """
-    from .. import attempts, rank, signing
+    from ..evidence import signing
+    from ..views import attempts, rank
 
     items = []
     for path in reports:
         items.append((path, signing.load_report(path)))
     if hill_name:
-        from .. import hill
+        from ..disk import hill
 
         target = hill.resolve(hill_name)
         items.extend(attempts.logged_reports(target))
     if not items:
         raise errors.UsageError("no reports to rank", hint="pass report files, or -H NAME for a hill's logged reports")
-    from ..trust import machine_keys, trusted
+    from ..evidence.trust import machine_keys, trusted
 
     result = rank.rank(items, machine_keys(), trusted())
     if as_json:
@@ -54,9 +55,9 @@ def render(result: dict) -> None:
     """Each comparable group, its entries in order, each with its change
     from the group's best and a mark when its gap to the one above is
     within the replicate spread (`noise`); then those not ranked."""
-    from .. import numbers
-    from ..rank import apart_text
-    from ..report import summary_line
+    from ..views import numbers
+    from ..views.rank import apart_text
+    from ..evidence.report import summary_line
 
     for group in result["groups"]:
         primary = "  ".join(f"{p['name']}={p['value']}" for p in group["primary"]) or "no primary config"

@@ -5,9 +5,9 @@ import math
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument, json_option
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.command("rescore", context_settings=CONTEXT)
@@ -25,7 +25,8 @@ def command(name: str, from_tree: str, as_json: bool) -> int:
     reports whose snapshot is no longer kept are named. Exits 1 when a
     score moved.
     """
-    from .. import hill, rescore
+    from ..disk import hill
+    from ..many import rescore
 
     target = hill.resolve(name)
     result = rescore.rescore(target, rescore.resolve_tree(target, from_tree), say)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from .options import CONTEXT
-from .output import say
+from ..cli.options import CONTEXT
+from ..cli.output import say
 
 
 @click.command("serve", context_settings=CONTEXT)
@@ -23,6 +23,6 @@ def command(state_dir: str, socket_path: str | None) -> int:
     root and on a state folder another user can read. Runs until SIGTERM
     or Ctrl-C; an eval under way when a client goes away runs to its end.
     """
-    from .. import service
+    from ..service import server as service
 
     return service.serve(state_dir, socket_path, ready=lambda path: say(f"hills serve: listening on {path}"))

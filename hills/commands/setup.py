@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from .options import CONTEXT, HillsGroup
+from ..cli.options import CONTEXT, HillsGroup
 
 
 @click.group("setup", context_settings=CONTEXT, cls=HillsGroup)

@@ -1,13 +1,13 @@
 """`hills setup service`: make this machine an evaluation service under
-its own user (as root, once); the work is hills.service_setup's."""
+its own user (as root, once); the work is hills.service.setup's."""
 
 from __future__ import annotations
 
 import click
 
-from .. import errors
-from .options import CONTEXT
-from .output import emit, say
+from ..base import errors
+from ..cli.options import CONTEXT
+from ..cli.output import emit, say
 
 
 @click.command("service", context_settings=CONTEXT)
@@ -34,7 +34,7 @@ def command(user: str, state_dir: str, socket_path: str, admins: tuple[str, ...]
     is checked before anything is written, and a failed step leaves
     nothing behind. Prints the socket path.
     """
-    from .. import service_setup
+    from ..service import setup as service_setup
 
     setup = service_setup.ServiceSetup(user=user, state_dir=state_dir, socket=socket_path,
                                        admins=tuple(admins), climbers=tuple(climbers), ray_address=ray_address)
@@ -44,7 +44,7 @@ def command(user: str, state_dir: str, socket_path: str, admins: tuple[str, ...]
 
 def render(result: object) -> None:
     """What was set up on stderr, the socket on stdout."""
-    from ..service_setup import SetupResult
+    from ..service.setup import SetupResult
 
     assert isinstance(result, SetupResult)
     setup = result.setup

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import click
 
-from .. import errors
-from .options import CONTEXT
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT
+from ..cli.output import emit, emit_json, say
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..skill import Installed
+    from ..disk.skill import Installed
 
 
 @click.command("skill", context_settings=CONTEXT)
@@ -33,7 +33,7 @@ def command(folder: str | None, agents: tuple[str, ...], project: bool, check: b
     in the project instead. The installed SKILL.md names this hills'
     version; --check compares each copy with the one this hills ships.
     """
-    from .. import skill
+    from ..disk import skill
 
     if folder is not None and project:
         raise errors.UsageError("--dir and --project are exclusive", hint="--dir names the skills folder itself")

@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT
-from .output import emit, say
+from ..base import errors
+from ..cli.options import CONTEXT
+from ..cli.output import emit, say
 
 
 @click.command("show", context_settings=CONTEXT)
@@ -22,7 +22,7 @@ def command(report_path: str, picture_path: str | None) -> int:
     its worst segment first, and the instances worst first. Exits 1 when the
     signature is INVALID (the report is still shown, marked as such).
     """
-    from .. import signing, verify
+    from ..evidence import signing, verify
 
     report = signing.load_report(report_path)
     found = verify.verdict(report)
@@ -41,8 +41,8 @@ def command(report_path: str, picture_path: str | None) -> int:
 
 def _draw(report: dict, path: str) -> None:
     """The report's picture as SVG in `path`; a usage error when it has none."""
-    from .. import picture
-    from ..state import atomic_write
+    from ..views import picture
+    from ..base.state import atomic_write
 
     drawn = picture.of(report)
     if drawn is None:
@@ -54,6 +54,6 @@ def _draw(report: dict, path: str) -> None:
 
 def render(report: dict, verdict: str, signed_by: str | None = None) -> None:
     """The report, verdict first, on stdout."""
-    from .. import show
+    from ..views import show
 
     show.render(report, verdict, emit, signed_by)

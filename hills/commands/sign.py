@@ -5,9 +5,9 @@ import sys
 
 import click
 
-from .. import errors
-from .options import CONTEXT
-from .output import emit
+from ..base import errors
+from ..cli.options import CONTEXT
+from ..cli.output import emit
 
 STDIN_HINT = "echo '{\"score\": 1}' | hills-sign"
 
@@ -22,7 +22,7 @@ def command(verify_paths: tuple[str, ...]) -> int:
     signing is not a way around the evaluator. With --verify, checks reports
     exactly like 'hills verify'.
     """
-    from .. import signing
+    from ..evidence import signing
 
     if verify_paths:
         from . import verify
@@ -35,7 +35,7 @@ def command(verify_paths: tuple[str, ...]) -> int:
     except errors.UsageError as exc:
         raise errors.UsageError(exc.message, hint=exc.hint or f"hills-sign reads one JSON object on stdin: "
                                                                f"{STDIN_HINT}") from None
-    from ..trust import machine_keys
+    from ..evidence.trust import machine_keys
 
     render(signing.self_reported(payload, machine_keys(for_signing=True)))
     return errors.EXIT_OK

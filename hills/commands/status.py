@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, hill_argument, json_option
-from .output import emit, emit_json
+from ..base import errors
+from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.output import emit, emit_json
 
 
 @click.command("status", context_settings=CONTEXT)
@@ -20,7 +20,8 @@ def command(name: str, exit_code: bool, as_json: bool) -> int:
     either way, unless --exit-code is given; use --json for a
     machine-readable form.
     """
-    from .. import hill, info
+    from ..disk import hill
+    from ..views import info
 
     target = hill.resolve(name)
     result = info.status(target)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
-from .. import errors
-from .options import CONTEXT, HillsGroup, json_option
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT, HillsGroup, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.group("trust", context_settings=CONTEXT, cls=HillsGroup)
@@ -30,7 +30,7 @@ def command() -> None:
               help="Trust KEY as an evaluation service's key: the only role whose reports may say trust 'service'.")
 def add(name: str, key: str, service: bool) -> int:
     """Trust KEY (an 'ssh-ed25519 AAAA...' line, as 'hills key' prints it) as NAME."""
-    from .. import trust
+    from ..evidence import trust
 
     signer = trust.add(name, key, service=service)
     say(f"trusted '{signer.name}' ({signer.fingerprint})" + (" as a service key" if service else ""))
@@ -41,7 +41,7 @@ def add(name: str, key: str, service: bool) -> int:
 @click.argument("name", metavar="NAME")
 def remove(name: str) -> int:
     """Stop trusting the key added as NAME."""
-    from .. import trust
+    from ..evidence import trust
 
     signer = trust.remove(name)
     say(f"no longer trusted: '{signer.name}' ({signer.fingerprint})")
@@ -52,7 +52,8 @@ def remove(name: str) -> int:
 @json_option
 def list_(as_json: bool) -> int:
     """List the trusted keys: name, fingerprint, key and role, one per line."""
-    from .. import ed25519, trust
+    from ..base import ed25519
+    from ..evidence import trust
 
     signers = trust.trusted()
     if as_json:

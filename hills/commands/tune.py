@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, json_option
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.command("tune", context_settings=CONTEXT)
@@ -35,11 +35,12 @@ def command(submission: str, hill_name: str, budget: int, tuner: str, parallel: 
     With --on, each trial runs on a Ray cluster node and its report, signed
     by that node, is verified and logged here.
     """
-    from .. import hill, tune
+    from ..disk import hill
+    from ..many import tune
 
     if workers is not None and on is None:
         raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
-    from ..progress import LINES, Progress, mode_for
+    from ..base.progress import LINES, Progress, mode_for
 
     target = hill.resolve(hill_name)
     if on is None:
@@ -61,8 +62,9 @@ def _tune_on_cluster(target: object, submission: str, budget: int, tuner: str, w
     from collections.abc import Mapping
     from typing import Any
 
-    from .. import cluster, tune
-    from ..hill import Hill
+    from .. import cluster
+    from ..many import tune
+    from ..disk.hill import Hill
 
     assert isinstance(target, Hill)
     session = cluster.Session(target, on, say)

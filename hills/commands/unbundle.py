@@ -2,9 +2,9 @@
 
 import click
 
-from .. import errors
-from .options import CONTEXT, json_option
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.command("unbundle", context_settings=CONTEXT)
@@ -24,7 +24,7 @@ def command(bundle_file: str, into: str | None, as_json: bool) -> int:
     """
     import os
 
-    from .. import bundle
+    from ..disk import bundle
 
     if into is not None and not os.path.isdir(into):
         raise errors.UsageError(f"--into '{into}' is not a folder", hint="create it first, or pass an existing folder")

@@ -1,19 +1,19 @@
 """`hills verify`: check report signatures. Declared as plain data
-(hills.commands.fast), so it starts without click or YAML, about as fast
+(hills.cli.fast), so it starts without click or YAML, about as fast
 as the interpreter."""
 
 from __future__ import annotations
 
 import sys
 
-from .. import errors
-from . import fast
+from ..base import errors
+from ..cli import fast
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
-    from ..signing import Verdict
+    from ..evidence.signing import Verdict
 
 HELP = """Check the signature of each REPORT file ('-' reads stdin).
 
@@ -39,7 +39,7 @@ DECLARED = fast.Declared("verify", HELP, [
 
 def run(reports: tuple[str, ...], export: str | None = None) -> int:
     """The command: one verdict per report on stdout."""
-    from .. import verify
+    from ..evidence import verify
 
     if export is not None:
         if len(reports) != 1:
@@ -59,9 +59,9 @@ def render(results: list[tuple[str, Verdict, dict | None]], out: TextIO | None =
     """Print one verdict per (path, verdict, report) of verify.check;
     return the exit code: 1 if any is INVALID, 2 if any file could not be
     read as a report at all."""
-    from ..report import subject_line, summary_line
-    from ..signing import NOT_A_SERVICE_KEY
-    from ..verify import LEGACY_HINT, SERVICE_KEY_HINT, UNTRUSTED_HINT, signer_text, trust_text
+    from ..evidence.report import subject_line, summary_line
+    from ..evidence.signing import NOT_A_SERVICE_KEY
+    from ..evidence.verify import LEGACY_HINT, SERVICE_KEY_HINT, UNTRUSTED_HINT, signer_text, trust_text
 
     # Looked up per call: a default bound at import would miss a redirected stdout.
     out = out or sys.stdout

@@ -7,9 +7,9 @@ import time
 
 import click
 
-from .. import errors
-from .options import CONTEXT, HillsGroup, json_option
-from .output import emit, emit_json, say
+from ..base import errors
+from ..cli.options import CONTEXT, HillsGroup, json_option
+from ..cli.output import emit, emit_json, say
 
 
 @click.group("warm", context_settings=CONTEXT, cls=HillsGroup)
@@ -55,7 +55,7 @@ def status(as_json: bool) -> int:
 @click.option("--all", "everyone", is_flag=True, help="Stop every warm server of this user, whatever it serves.")
 def stop(names: tuple[str, ...], everyone: bool) -> int:
     """Stop the warm servers named (by id or pid), else this HILLS_HOME's."""
-    from .. import state
+    from ..base import state
     from ..warm import control
 
     chosen = control.select(list(names), everyone=everyone)

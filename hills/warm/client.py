@@ -60,7 +60,7 @@ def key() -> str:
     if TYPE_CHECKING:
         from hashlib import sha256
     else:
-        try:  # the one builtin hash module needed, not hills.digests' four
+        try:  # the one builtin hash module needed, not hills.base.digests' four
             from _sha2 import sha256  # Python 3.12 and later
         except ImportError:
             try:

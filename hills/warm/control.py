@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import errors
+from ..base import errors
 from . import client
 
 # How long `hills warm stop` waits for a server it asked to end (its spare
@@ -89,7 +89,7 @@ def select(names: list[str], everyone: bool = False, home: str | None = None) ->
             raise errors.UsageError("--all stops every warm server of this user: it takes no SERVER")
         return running
     if not names:
-        from .. import state
+        from ..base import state
 
         wanted = os.path.realpath(home if home is not None else state.home())
         return [server for server in running if os.path.realpath(server.hills_home) == wanted]

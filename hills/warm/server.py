@@ -40,7 +40,7 @@ def serve(path: str, modules: list[str], idle_s: float | None = None) -> int:
         pass
     _preload(modules)
     host = Host(path, lock, worker.security_context("self"))
-    from .. import state
+    from ..base import state
 
     home = state.home()
     try:
@@ -369,12 +369,14 @@ def _now() -> float:
 
 # The modules an eval loads, for a server told nothing else (the evaluation
 # service); the warm server preloads those its first eval loaded.
-EVAL_MODULES = ("hills.commands.eval", "hills.evaluate", "hills.runner", "hills.sandbox", "hills.chain",
-                "hills.report", "hills.measures", "hills.seeds", "hills.rescore", "hills.gitobjects",
-                "hills.snapshot", "hills.locks", "hills.uvenv", "hills.pin", "hills.manifest", "hills.replicates",
-                "hills.progress", "hills.signing", "hills.trust", "hills.hill", "hills.spaces", "hills.sdk",
-                "hills.caller", "hills.names", "hills.gate", "hills.yamlfile", "hills.schema", "hills.scoringhook",
-                "hills.startup", "subprocess", "json")
+EVAL_MODULES = ("hills.commands.eval", "hills.run.evaluate", "hills.run.runner", "hills.run.sandbox",
+                "hills.evidence.chain", "hills.evidence.report", "hills.run.measures", "hills.run.seeds",
+                "hills.many.rescore", "hills.base.gitobjects", "hills.run.snapshot", "hills.disk.locks",
+                "hills.disk.uvenv", "hills.disk.pin", "hills.disk.manifest", "hills.run.replicates",
+                "hills.base.progress", "hills.evidence.signing", "hills.evidence.trust",
+                "hills.disk.hill", "hills.spaces", "hills.sdk", "hills.evidence.caller",
+                "hills.base.names", "hills.freeze.gate", "hills.disk.yamlfile", "hills.disk.schema",
+                "hills.scoringhook", "hills.base.startup", "subprocess", "json")
 
 
 def preload(modules: Iterable[str] = EVAL_MODULES) -> None:
@@ -400,7 +402,7 @@ def _preload(modules: list[str]) -> None:
         pass
     # The signature library is imported on a thread in a cold eval; here it
     # is loaded before any fork, so no worker starts a thread for it.
-    from .. import trust
+    from ..evidence import trust
 
     trust.load_library()
     import gc

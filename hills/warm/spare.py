@@ -15,7 +15,7 @@ from .protocol import Request
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..standby import Standby
+    from ..run.standby import Standby
 
 _PR_SET_DUMPABLE = 4
 
@@ -154,7 +154,7 @@ def standby_for(spare: Spare) -> Standby | None:
         return None
     rest = request.args[1:] if request.program in ("hills", "git-hill") else request.args
     try:
-        from .. import standby
+        from ..run import standby
         from ..commands import eval as command
 
         asked = command.standby_request(rest)
@@ -169,9 +169,9 @@ def undumpable() -> bool:
     other processes of its user, as a spare's must be: it holds its eval's
     seeds while it waits (root, or CAP_SYS_PTRACE, keeps them). Whether it
     did; dumpable again only at an exec, which the spare never does."""
-    from .. import runner
+    from ..run import runner
 
     try:
-        return runner._prctl(_PR_SET_DUMPABLE, 0) == 0
+        return runner.prctl(_PR_SET_DUMPABLE, 0) == 0
     except (OSError, AttributeError, ImportError, TypeError):
         return False

@@ -17,7 +17,7 @@ from .protocol import Request
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..standby import Standby
+    from ..run.standby import Standby
 
 # The caller's security context as the kernel shows it (docs/warm.md, "When
 # a worker declines"): the lines of /proc/PID/status that say what a process
@@ -105,7 +105,8 @@ def run(conn: Any, path: str, request: Request, forked: float, standby: Standby 
     payload), for a spare: one whose caller went away gets none."""
     import time
 
-    from .. import entry, state
+    from .. import entry
+    from ..base import state
 
     conn.sendall(protocol.reply(protocol.RUNS, os.getpid()))
     _watch(conn)
@@ -305,7 +306,7 @@ def become(request: Request, fds: list[int] | None) -> str | None:
     # hills' own client sends an environment start_clean already cleaned; a
     # raw client of the socket must not hand git, uv or the evaluator the
     # variables that steer an interpreter or the loader either.
-    from .. import startup
+    from ..base import startup
 
     startup.scrub(os.environ)
     import time

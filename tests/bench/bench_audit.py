@@ -24,7 +24,7 @@ open("circles.json", "w").write(CIRCLES)
 
 
 def main():
-    from hills import sandbox
+    from hills.run import sandbox
 
     if not sandbox.bwrap_works():
         print(f"{'eval with the access audit vs without':<58} skipped: bubblewrap (bwrap) is not usable here")
@@ -44,7 +44,8 @@ def main():
 
 
 def _compare(solver):
-    from hills import evaluate, hill, sandbox
+    from hills.disk import hill
+    from hills.run import evaluate, sandbox
 
     original = sandbox.Confinement.submission_config
 

@@ -103,7 +103,9 @@ def _in_process(box: Sandbox, hill_dir: str, folders: list[str], head: object, r
     import concurrent.futures
 
     os.environ.update(box.env)
-    from hills import cluster, evaluate, hill
+    from hills import cluster
+    from hills.disk import hill
+    from hills.run import evaluate
 
     target = hill.resolve(hill_dir)
     session = cluster.Session(target, head.address, lambda line: None)  # type: ignore[attr-defined]

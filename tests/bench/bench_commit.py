@@ -40,7 +40,8 @@ def main():
 
         # The part of a commit that depends on the data: regenerating the locks.
         os.environ["HILLS_HOME"] = box.home
-        from hills import commit, hill as hill_module, locks
+        from hills.disk import hill as hill_module, locks
+        from hills.freeze import commit
 
         target = hill_module.Hill(hill_dir)
         cache_file = locks.StatCache(hill_dir).path

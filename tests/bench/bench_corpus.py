@@ -21,7 +21,7 @@ def main():
 
 
 def _compare(hill_dir, template):
-    from hills import check, corpus
+    from hills.checks import check, corpus
 
     real = corpus.cheat_corpus
 

@@ -59,7 +59,7 @@ def _evaluate(box, name):
 
 
 def main():
-    from hills import sandbox
+    from hills.run import sandbox
 
     if not sandbox.bwrap_works():
         print(f"{'sandboxed eval vs sandbox: none':<58} skipped: bubblewrap (bwrap) is not usable here")

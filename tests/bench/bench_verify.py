@@ -22,7 +22,7 @@ def main():
 
         os.environ["HILLS_HOME"] = box.home
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        from hills import chain, trust
+        from hills.evidence import chain, trust
 
         key = trust.machine_keys(for_signing=True)
         log = os.path.join(box.root, "big.jsonl")

@@ -81,7 +81,7 @@ def gate_skipped():
     tree, registry), though no verdict is remembered, so a report on such a
     hill names no cheat corpus. Only in-process, and only here: nothing a
     hill or a climber controls turns the gate off."""
-    from hills import gate
+    from hills.freeze import gate
 
     def passed(hill, cache, tell=None):
         return gate.Gate([], False, gate.listing_of(hill))
@@ -121,7 +121,7 @@ def official_report(machine, tmp_path_factory, name):
 @contextlib.contextmanager
 def on_machine(machine):
     """Apply a conftest Machine's environment and cwd for a module-scoped fixture."""
-    from hills import corpus
+    from hills.checks import corpus
 
     with pytest.MonkeyPatch.context() as patch:
         machine.apply(patch)
@@ -151,7 +151,7 @@ def attempts_log(name, tree_hash, hill_dir=None):
     is the one of the hill folder `hill_dir`."""
     if tree_hash:
         return hills_home() / "state" / f"{name}@{tree_hash}" / "attempts.jsonl"
-    from hills import state
+    from hills.base import state
 
     return Path(state.state_dir(name, None, str(hill_dir))) / "attempts.jsonl"
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from hills import schema
+from hills.disk import schema
 
 # Where the keys of a table inside a list or a mapping of names sit in a test document.
 ITEM_PATHS = {"params": "params.n", "metrics": "metrics[0]"}

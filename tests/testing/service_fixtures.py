@@ -63,7 +63,7 @@ def python_for_others() -> tuple[list[str], dict[str, str]] | None:
 def _venv_for_others(system: str, packages: str) -> str:
     """The interpreter of a venv of `system`, made once in /tmp, whose
     site-packages names this checkout and `packages` in a .pth file: not
-    PYTHONPATH, which a hills command drops (hills.startup), and which
+    PYTHONPATH, which a hills command drops (hills.base.startup), and which
     the processes hills starts (tune's trials, a warm server) would lack."""
     import hashlib
 
@@ -333,7 +333,7 @@ def dedent(text: str) -> str:
 # folders and files named, and prints every record of the answer.
 RAW_CLIENT = '''\
 import json, socket, sys, time
-from hills import protocol
+from hills.service import protocol
 
 spec = json.load(sys.stdin)
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -413,6 +413,6 @@ def error_of(answer: bytes) -> dict:
 
 def request(verb: str, **fields: object) -> dict:
     """A request record of this protocol's version."""
-    from hills import protocol
+    from hills.service import protocol
 
     return {"type": "request", "version": protocol.VERSION, "verb": verb, "fields": fields}

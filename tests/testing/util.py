@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hills import sandbox
+from hills.run import sandbox
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN_DIR = REPO_ROOT / "bin"

@@ -1,0 +1,2 @@
+"""The checks of `hills check`: the hill's own tests, the answer-leak scan, the
+leak probe and the cheat corpus."""

@@ -1,0 +1,224 @@
+"""`hills check`: the checks a hill must pass before it can be committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from ..disk import uvenv
+from ..base.errors import HillsError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+SHIM = os.path.join(os.path.dirname(os.path.dirname(__file__)), "shim.py")
+TEST_RUNNER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testrunner.py")
+TEST_TIMEOUT = 600
+
+
+class Result:
+    def __init__(self, name: str, status: str, detail: str) -> None:
+        self.name, self.status, self.detail = name, status, detail
+
+    def as_dict(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def hill_python(hill_name: str, hill_dir: str) -> str:
+    """The interpreter of the environment built from the hill's working files."""
+    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
+
+
+def check_env() -> dict[str, str]:
+    """The environment of checks run in a hill's interpreter: `hills.sdk`
+    and `hills.spaces` importable as in an eval, and no bytecode written
+    into the environment (it would break its seal)."""
+    from ..run.evaluate import sdk_path
+
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = sdk_path() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def bind(python: str, hill_dir: str, entry: str, params: dict[str, Any]) -> dict[str, Any]:
+    request = json.dumps({"hill_dir": hill_dir, "entry": entry, "params": params})
+    env = check_env()
+    done = subprocess.run([python, SHIM, "bind", request], cwd=hill_dir, stdin=subprocess.DEVNULL, env=env,
+                          capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "error": (done.stderr.strip() or "the shim printed nothing")[-500:]}
+
+
+# The checks in the order run_checks runs them: the next one's name is
+# what a progress line shows while it runs.
+ORDER = ("manifest", "layout", "readme", "dependencies", "environment", "answer leak", "evaluator contract",
+         "tests", "isolation", "leak probe", "cheat corpus")
+
+
+class _Told(list["Result"]):
+    """The results so far, each handed to `tell` as it is appended, so a
+    caller prints a check's line the moment it finishes."""
+
+    def __init__(self, tell: Callable[[Result], object] | None) -> None:
+        super().__init__()
+        self.tell = tell
+
+    def append(self, result: Result) -> None:
+        super().append(result)
+        if self.tell is not None:
+            self.tell(result)
+
+
+def next_check(done: str) -> str | None:
+    """The check that runs after the one named `done`, if any."""
+    index = ORDER.index(done) + 1 if done in ORDER else len(ORDER)
+    return ORDER[index] if index < len(ORDER) else None
+
+
+def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], object] | None = None) -> list[Result]:
+    """Run every check in order; later checks are skipped once one fails that
+    they depend on. Returns a list of Result; `tell` gets each as it finishes."""
+    results: list[Result] = _Told(tell)
+    name = os.path.basename(hill_dir)
+    from ..disk import manifest  # not at import: a remembered gate needs no parser
+
+    try:
+        spec = manifest.load(hill_dir)
+    except HillsError as exc:
+        results.append(Result("manifest", "fail", exc.message))
+        return results
+    results.append(Result("manifest", "ok", f"{spec['name']} {spec['version']}"))
+    from ..run import sandbox
+
+    # Fail closed, as an eval does: no check of a hill whose evals would be
+    # refused here (exit 4, the reason named), unless it says `sandbox: none`.
+    sandbox.level_for(spec)
+
+    problems: list[str] = []
+    present: list[str] = []
+    for required in ("README.md", "pyproject.toml"):
+        (present if os.path.isfile(os.path.join(hill_dir, required)) else problems).append(required)
+    shape = spec["evaluator"]["shape"]
+    entry = spec["evaluator"]["entry"]
+    if shape == "function":
+        (present if os.path.isfile(os.path.join(hill_dir, entry)) else problems).append(entry)
+    else:
+        program = entry[0]
+        local = os.path.join(hill_dir, program)
+        if os.path.isfile(local) or ("/" not in program and shutil.which(program)):
+            present.append(program)
+        else:
+            problems.append(program)
+    examples = os.path.join(hill_dir, "examples")
+    if not os.path.isdir(examples) or not [e for e in os.listdir(examples) if not e.startswith(".")]:
+        problems.append("examples/ (at least one example submission)")
+    if tests and not os.path.isdir(os.path.join(hill_dir, "tests")):
+        problems.append("tests/")
+    if problems:
+        results.append(Result("layout", "fail", "missing: " + ", ".join(problems)))
+        return results
+    results.append(Result("layout", "ok", ", ".join(present)))
+    results.append(readme_check(hill_dir))
+
+    current, reason = uvenv.lock_is_current(hill_dir)
+    if not current:
+        results.append(Result("dependencies", "fail", reason))
+        return results
+    results.append(Result("dependencies", "ok", "uv.lock is up to date"))
+
+    try:
+        python = hill_python(name, hill_dir)
+    except HillsError as exc:
+        results.append(Result("environment", "fail", exc.message.splitlines()[0]))
+        return results
+    from . import leakscan
+
+    # After the environment: what it installs is scanned too.
+    results.append(leakscan.leak_check(hill_dir, env_dir=os.path.dirname(os.path.dirname(python))))
+
+    if shape == "function":
+        defaults = {key: param["default"] for key, param in spec["params"].items()}
+        bound = bind(python, hill_dir, entry, defaults)
+        if not bound.get("ok"):
+            results.append(Result("evaluator contract", "fail", bound.get("error", "does not bind")))
+            return results
+        results.append(Result("evaluator contract", "ok", f"{bound['signature']} imports and binds"))
+    else:
+        results.append(Result("evaluator contract", "ok", "command: " + " ".join(entry)))
+
+    if tests:
+        results.append(run_tests(python, hill_dir))
+    isolation = isolation_check(spec, name, hill_dir, python)
+    results.append(isolation)
+    if isolation.status != "fail":  # a hill whose evals cannot start has nothing to probe
+        from . import probe
+
+        results.append(probe.leak_probe(spec, name, hill_dir, python))
+        from . import corpus
+
+        results.append(corpus.cheat_corpus(spec, name, hill_dir))
+    return results
+
+
+# The first words of the note to the hill's author in the default
+# template's README.md; a hill committed with it would hand the climber
+# instructions meant for the author, and no task.
+AUTHOR_NOTE = "For the hill's author:"
+
+
+def readme_check(hill_dir: str) -> Result:
+    """A failure, which does not stop the checks after it, while README.md
+    still holds the template's note to the hill's author."""
+    try:
+        with open(os.path.join(hill_dir, "README.md"), encoding="utf-8", errors="replace") as handle:
+            text = handle.read(1024 * 1024)
+    except OSError as exc:
+        return Result("readme", "fail", f"README.md cannot be read: {exc.strerror}")
+    if AUTHOR_NOTE in text:
+        return Result("readme", "fail", "README.md still holds the template's note for the hill's author "
+                                        "(the <!-- ... --> block): write the task there and delete the note")
+    return Result("readme", "ok", "README.md holds the task, no template note")
+
+
+def isolation_check(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: str) -> Result:
+    """A warning for `sandbox: none`, which the hill's author declared:
+    submitted code runs unconfined. Otherwise bubblewrap is usable (the
+    checks were refused already where it is not), and a failure when it
+    does not start with the mounts an eval of this hill needs: every eval
+    would be buggy."""
+    from ..run import sandbox
+
+    if sandbox.level_for(spec) == sandbox.LEVEL_NONE:
+        return Result("isolation", "warn", "sandbox: none in hill.yaml: submitted code can read private/ "
+                                           "and the machine state")
+    problem = sandbox.trial(hill_name, hill_dir, python, spec)
+    if problem:
+        return Result("isolation", "fail", problem)
+    return Result("isolation", "ok", "bubblewrap" + ("" if not spec["network"] else ", network allowed"))
+
+
+def run_tests(python: str, hill_dir: str) -> Result:
+    try:
+        done = subprocess.run([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
+                              env=check_env(),
+                              capture_output=True, text=True, timeout=TEST_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return Result("tests", "fail", f"did not finish within {TEST_TIMEOUT}s")
+    lines = done.stdout.strip().splitlines()
+    summary = lines[-1] if lines else "no output"
+    if done.returncode == 0:
+        return Result("tests", "ok", summary)
+    if done.returncode == 5:
+        return Result("tests", "fail", "no tests found in tests/")
+    failing = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    detail = summary + ("".join("\n        " + line for line in failing[:10]) if failing else "")
+    if not re.search(r"\d+ passed", summary):
+        detail = (done.stderr.strip() or summary)[-800:]
+    return Result("tests", "fail", detail)

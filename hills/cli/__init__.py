@@ -1,0 +1,2 @@
+"""The command-line front end: the registry of verbs, the fast parser, shared
+options, output and the manual."""

@@ -1,0 +1,275 @@
+"""Per-hill uv environments: locking, building once per version, reusing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from ..base import state
+from ..base.digests import sha256
+from ..base.errors import CommandFailed, EnvironmentProblem
+
+MARKER = ".hills-env.json"
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
+
+def uv_binary() -> str:
+    """The uv executable: the one installed with hills, else the one on PATH."""
+    override = os.environ.get("HILLS_UV")
+    if override:
+        if not os.path.isfile(override) or not os.access(override, os.X_OK):
+            raise EnvironmentProblem(f"uv not found at '{override}' (from HILLS_UV)")
+        return override
+    try:
+        import uv
+
+        path: str | None = uv.find_uv_bin()
+        if path and os.path.isfile(path):
+            return path
+    except (ImportError, FileNotFoundError):
+        pass
+    import shutil
+
+    path = shutil.which("uv")
+    if not path:
+        raise EnvironmentProblem("uv is not installed or not on PATH",
+                                 hint="reinstall hills (it depends on uv), or set HILLS_UV to a uv executable")
+    return path
+
+
+def _uv_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"))}
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    # The machine's own certificate store, as pip and git use it: behind a
+    # proxy with its own root, uv's bundled roots fail every download.
+    if "UV_NATIVE_TLS" not in env:
+        env.setdefault("UV_SYSTEM_CERTS", "1")
+    env["UV_NO_PROGRESS"] = "1"
+    # uv hard-links package files from its cache by default: an environment
+    # file would then be the cache file, and an edit of the cache (its
+    # mtime put back) would change the environment under its seal.
+    env["UV_LINK_MODE"] = "copy"
+    return env
+
+
+def _run(argv: list[str], cwd: Path | str,
+         extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = _uv_env()
+    if extra_env:
+        env.update(extra_env)
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"could not run '{argv[0]}'")
+    return done
+
+
+def interpreter() -> str:
+    """The Python a hill environment is built on: this one, unless HILLS_PYTHON_BASE says."""
+    return os.environ.get("HILLS_PYTHON_BASE") or sys.executable
+
+
+def lock(hill_dir: Path | str) -> None:
+    """Write or refresh the hill's uv.lock."""
+    argv = [uv_binary(), "lock", "--quiet", "--python", interpreter()]
+    done = _run(argv, hill_dir)
+    if done.returncode != 0:
+        raise CommandFailed(argv, done.returncode, done.stderr,
+                            hint="check the dependencies in the hill's pyproject.toml")
+
+
+def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
+    """(True, "") when uv.lock matches pyproject.toml, else (False, why)."""
+    if not os.path.isfile(os.path.join(hill_dir, "uv.lock")):
+        return False, "uv.lock is missing (run 'uv lock' in the hill, or commit to regenerate it)"
+    uv = uv_binary()
+    # uv's answer depends only on these two files, the interpreter and uv
+    # itself: remember a yes (sealed) and skip the ~0.3 s call next time.
+    st = os.stat(uv)
+    answer_key = [env_digest(hill_dir), os.path.realpath(uv), st.st_size, st.st_mtime_ns]
+    remembered = os.path.join(state.home(), "cache", "uv-lock-current.json")
+    if state.sealed_read(remembered) == answer_key:
+        return True, ""
+    argv = [uv, "lock", "--check", "--quiet", "--python", interpreter()]
+    done = _run(argv, hill_dir)
+    if done.returncode == 0:
+        state.ensure_home()
+        state.sealed_write(remembered, answer_key)
+        return True, ""
+    reason = (done.stderr.strip().splitlines() or ["uv.lock does not match pyproject.toml"])[-1]
+    return False, reason
+
+
+def env_digest(hill_dir: Path | str) -> str:
+    """Identity of an environment: its pyproject.toml, uv.lock and base interpreter."""
+    digest = sha256()
+    for name in ("pyproject.toml", "uv.lock"):
+        try:
+            with open(os.path.join(hill_dir, name), "rb") as handle:
+                digest.update(name.encode() + b"\0" + handle.read() + b"\0")
+        except FileNotFoundError:
+            digest.update(name.encode() + b"\0missing\0")
+    digest.update(interpreter().encode())
+    return digest.hexdigest()[:32]
+
+
+def env_path(name: str, key: str) -> str:
+    return os.path.join(state.envs_dir(name), key)
+
+
+def python_of(env_dir: str) -> str:
+    return os.path.join(env_dir, "bin", "python")
+
+
+def _seal_path(env_dir: str) -> str:
+    # Beside the environment, not in it: sealed with the machine key.
+    return env_dir + ".seal.json"
+
+
+def _signature(env_dir: str) -> dict[str, list[str | int]]:
+    """state.folder_signature of the environment, less its marker. Package
+    files are copies (UV_LINK_MODE=copy), so each file's ctime counts: one
+    edited in place, its size and mtime put back, still shows."""
+    return state.folder_signature(env_dir, skip=(MARKER,))
+
+
+def _seal(env_dir: str) -> None:
+    state.sealed_write(_seal_path(env_dir), _signature(env_dir))
+
+
+def changed_since_built(env_dir: str) -> str | None:
+    """None when the environment is as it was built, else what differs."""
+    sealed = state.sealed_read(_seal_path(env_dir))
+    if sealed is None:
+        return "it has no seal from its build"
+    if sealed != _signature(env_dir):
+        return "a file in it was added, removed or edited"
+    return None
+
+
+def ready(name: str, key: str) -> str | None:
+    """The interpreter of the environment `key` of hill `name` when it is
+    built and as it was built (what `ensure` would return without building
+    anything), else None."""
+    env_dir = env_path(name, key)
+    if os.path.isfile(os.path.join(env_dir, MARKER)) and os.path.exists(python_of(env_dir)) \
+            and changed_since_built(env_dir) is None:
+        return python_of(env_dir)
+    return None
+
+
+def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], object] | None = None) -> str:
+    """The interpreter of the environment `key` of hill `name`, built from
+    `source_dir` (pyproject.toml + uv.lock) on first use, then reused as is
+    while its seal holds; a changed environment is rebuilt."""
+    env_dir = env_path(name, key)
+    marker = os.path.join(env_dir, MARKER)
+    if os.path.isfile(marker) and os.path.exists(python_of(env_dir)):
+        problem = changed_since_built(env_dir)
+        if problem is None:
+            return python_of(env_dir)
+        if say:
+            say(f"hills: the environment of hill '{name}' changed since it was built ({problem}); rebuilding it")
+    import shutil
+
+    state.ensure_home()
+    with state.file_lock(env_dir + ".lock"):
+        if os.path.isfile(marker) and os.path.exists(python_of(env_dir)) and changed_since_built(env_dir) is None:
+            return python_of(env_dir)
+        shutil.rmtree(env_dir, ignore_errors=True)
+        digest = env_digest(source_dir)
+        if _link_twin(name, digest, env_dir):
+            state.atomic_write(marker, json.dumps({"key": key, "built_from": str(source_dir), "digest": digest})
+                               + "\n")
+            _seal(env_dir)
+            return python_of(env_dir)
+        # Bytecode is compiled here, before the seal: evals write none, so a
+        # large package (torch) would otherwise compile its modules at
+        # every import.
+        argv = [uv_binary(), "sync", "--frozen", "--quiet", "--no-install-project", "--compile-bytecode",
+                "--python", interpreter()]
+        done = _run(argv, source_dir, {"UV_PROJECT_ENVIRONMENT": env_dir})
+        if done.returncode != 0:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            raise CommandFailed(argv, done.returncode, done.stderr,
+                                hint="check the hill's pyproject.toml and uv.lock ('hills check' runs the same build)")
+        state.atomic_write(marker, json.dumps({"key": key, "built_from": str(source_dir), "digest": digest})
+                           + "\n")
+        _seal(env_dir)
+    return python_of(env_dir)
+
+
+def _link_twin(name: str, digest: str, env_dir: str) -> bool:
+    """Make `env_dir` from an intact environment of the same hill built from
+    the same pyproject.toml, uv.lock and interpreter (its twin, say the
+    working tree's of a version just committed): package files hard-linked,
+    `bin/` and pyvenv.cfg copied with the twin's path replaced. A large
+    environment (torch's is 5 GB) then costs seconds and no disk. Each
+    environment keeps its own seal, and a seal holds each file's inode and
+    ctime, so an edit through either name shows in both. A new link moves
+    a file's ctime: the twin is sealed again when nothing but ctimes moved
+    while it was linked. False when there is no twin, or linking failed
+    (the caller builds it with uv)."""
+    import shutil
+
+    root = os.path.dirname(env_dir)
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return False
+    for entry in entries:
+        twin = os.path.join(root, entry)
+        try:
+            with open(os.path.join(twin, MARKER), encoding="utf-8") as handle:
+                built = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if twin == env_dir or not isinstance(built, dict) or built.get("digest") != digest \
+                or changed_since_built(twin) is not None:
+            continue
+        before = _signature(twin)
+        try:
+            _link_tree(twin, env_dir)
+        except OSError:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            return False
+        finally:
+            after = _signature(twin)
+            if after.keys() == before.keys() and all(after[rel][:3] + after[rel][4:] == entry[:3] + entry[4:]
+                                                     for rel, entry in before.items()):
+                _seal(twin)
+        return True
+    return False
+
+
+def _link_tree(twin: str, env_dir: str) -> None:
+    import shutil
+
+    for current, dirs, files in os.walk(twin):
+        rel = os.path.relpath(current, twin)
+        target_dir = os.path.normpath(os.path.join(env_dir, rel))
+        os.makedirs(target_dir, exist_ok=True)
+        for name in dirs + files:
+            source, target = os.path.join(current, name), os.path.join(target_dir, name)
+            if os.path.islink(source):
+                os.symlink(os.readlink(source), target)
+                if name in dirs:
+                    dirs.remove(name)
+            elif name in dirs or (rel == "." and name == MARKER):
+                continue
+            elif rel == "bin" or (rel == "." and name == "pyvenv.cfg"):
+                # Scripts name their environment's interpreter by path.
+                with open(source, "rb") as handle:
+                    content = handle.read().replace(os.fsencode(twin), os.fsencode(env_dir))
+                with open(target, "wb") as handle:
+                    handle.write(content)
+                shutil.copymode(source, target)
+            else:
+                os.link(source, target)

@@ -1,0 +1,1 @@
+"""Many evals: tuning, A/B verdicts, re-scoring and Ray clusters."""

@@ -1,0 +1,139 @@
+"""Read-only views of a hill: status against HEAD, version log, description."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ..disk import hill as hill_module, locks
+from ..freeze import commit as commit_module
+from ..base.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ..disk.hill import Hill
+
+NOTES_REF = "refs/notes/hills/reports"
+
+
+def git_blob_id(path: Path | str) -> str:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def status(hill: Hill) -> dict[str, Any]:
+    """{'head', 'files': [(change, path)], 'private': [...], 'blobs': [...]}."""
+    head = hill.repo.head()
+    regular, blobs = hill_module.list_tree_files(hill)
+    committed = hill.repo.ls_tree(head) if head else {}
+    files = []
+    for rel in regular:
+        if rel in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+            continue
+        full = os.path.join(hill.path, rel)
+        mode = "100755" if os.stat(full).st_mode & 0o100 else "100644"
+        if rel not in committed:
+            files.append(("added", rel))
+        elif committed[rel] != (mode, git_blob_id(full)):
+            files.append(("modified", rel))
+    for rel in committed:
+        if rel in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
+            continue
+        if rel not in regular:
+            files.append(("deleted" if not os.path.exists(os.path.join(hill.path, rel)) else "now a blob", rel))
+    cache = locks.StatCache(hill.path)
+    drift: dict[str, list[tuple[str, str]]] = {}
+    links: list[str] = []  # under private/: drift that hills-eval refuses, shown rather than an error here
+    for lock_name, rel_paths in ((locks.PRIVATE_LOCK, locks.walk_private(hill.path, links)),
+                                 (locks.BLOBS_LOCK, blobs)):
+        actual = locks.hash_files(hill.path, rel_paths, cache)
+        text = hill.repo.show_blob(head, lock_name) if head else None
+        expected = locks.decode(text, f"{lock_name} at HEAD") if text else {}
+        drift[lock_name] = locks.compare(expected, actual)
+    cache.save()
+    changes = [change for change in drift[locks.PRIVATE_LOCK] if change[1] not in links]
+    drift[locks.PRIVATE_LOCK] = sorted(changes + [("symlink", rel) for rel in links], key=lambda c: c[1])
+    return {"hill": hill.name, "head": head, "files": sorted(files, key=lambda c: c[1]),
+            "private": drift[locks.PRIVATE_LOCK], "blobs": drift[locks.BLOBS_LOCK]}
+
+
+def eval_counts(hill: Hill) -> dict[str, int]:
+    """{commit: number of official reports in the notes}."""
+    counts: dict[str, int] = {}
+    out = hill.repo.run("notes", f"--ref={NOTES_REF}", "list", ok_codes=(0, 1))
+    pairs = [line.split() for line in out.splitlines() if line.strip()]
+    if not pairs:
+        return counts
+    batch = hill.repo.run("cat-file", "--batch", input="".join(note + "\n" for note, _ in pairs), binary=True)
+    position = 0
+    for _note, annotated in pairs:
+        header_end = batch.index(b"\n", position)
+        size = int(batch[position:header_end].split()[2])
+        body = batch[header_end + 1:header_end + 1 + size]
+        position = header_end + 1 + size + 1
+        counts[annotated] = sum(1 for line in body.splitlines() if line.strip())
+    return counts
+
+
+def log(hill: Hill) -> list[dict[str, Any]]:
+    """Versions, newest first: tree hash, commit, message, date, eval count."""
+    head = hill.repo.head()
+    if not head:
+        return []
+    out = hill.repo.run("log", "-z", "--format=%H%x1f%T%x1f%cI%x1f%s", commit_module.BRANCH)
+    counts = eval_counts(hill)
+    versions = []
+    for record in out.split("\0"):
+        record = record.strip("\n")
+        if not record:
+            continue
+        commit_id, tree_hash, date, subject = record.split("\x1f", 3)
+        versions.append({"commit": commit_id, "tree_hash": tree_hash, "date": date,
+                         "message": subject, "evals": counts.get(commit_id, 0)})
+    return versions
+
+
+def describe(hill: Hill) -> dict[str, Any]:
+    spec = hill.manifest()
+    readme_path = os.path.join(hill.path, "README.md")
+    try:
+        with open(readme_path, encoding="utf-8") as handle:
+            readme = handle.read()
+    except FileNotFoundError:
+        raise UsageError(f"hill '{hill.name}' has no README.md")
+    head = hill.repo.head()
+    described: dict[str, Any] = {
+        "hill": spec["name"],
+        "version": spec["version"],
+        "description": spec["description"],
+        "tree_hash": hill.repo.tree_of(head) if head else None,
+        "path": hill.path,
+        "evaluator": spec["evaluator"]["shape"],
+        "params": spec["params"],
+        "metrics": spec["metrics"],
+        "timeout": spec["timeout"],
+        "replicates": spec["replicates"],
+        "final_budget": spec["final"]["budget"],
+        "sandbox": spec["sandbox"],
+        "examples": sorted(e for e in os.listdir(os.path.join(hill.path, "examples"))
+                           if not e.startswith(".")) if os.path.isdir(os.path.join(hill.path, "examples")) else [],
+        "submission": {
+            "what": "a folder; it is copied (snapshotted) and hashed before every eval",
+            "command": f"hills eval DIR -H {spec['name']} [-p NAME=VALUE ...]",
+            "params": "pass -p NAME=VALUE to override a param within its type and bounds",
+            "symlinks": "a symlink that points outside the submission folder is refused",
+        },
+        "readme": readme,
+    }
+    if spec["unit_tests"]:
+        # The climber may run and even edit the working copy; evals never read it.
+        copy = os.path.join(hill.path, spec["unit_tests"]["path"])
+        described["submission"]["unit_tests"] = (
+            f"frozen unit tests run against every submission after its first replicate: "
+            f"{' '.join(spec['unit_tests']['command'])}; a disposable copy is at {copy} (yours to run "
+            f"and change: an official eval always uses the copy frozen in the hill's commit)")
+    return described
