@@ -1,5 +1,4 @@
 import hashlib
-import hmac
 import json
 import multiprocessing
 import os

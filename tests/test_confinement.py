@@ -246,7 +246,8 @@ def test_a_bad_limit_names_the_file_the_key_and_what_was_expected(project, limit
 @needs_bwrap
 def test_the_solution_phase_counts_as_confined_and_no_code_as_not_started(committed_hill, tmp_path):
     grid = committed_hill / "examples" / "grid" / "circles.json"
-    solver = submission(tmp_path / "solver", {"solution.py": f"open('circles.json', 'w').write({grid.read_text()!r})\n"})
+    solver = submission(tmp_path / "solver",
+                        {"solution.py": f"open('circles.json', 'w').write({grid.read_text()!r})\n"})
     result = hills("eval", solver, "-H", "circle-packing", "--json")
     assert result.code == 0, result.output
     isolation = result.report["isolation"]

@@ -14,8 +14,8 @@ import uuid
 import pytest
 
 from testing.util import default_signals
-from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, on_machine, processes_with, real,
-                           submission, tree_of)
+from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, on_machine,
+                                   processes_with, real, submission, tree_of)
 
 MODES = ["ok", "hang", "crash", "segfault", "nan", "inf", "bool-metric", "not-dict", "no-passed",
          "metrics-not-list", "unknown-key", "bad-direction", "flood", "not-json", "huge-int", "nested-nan"]
@@ -283,7 +283,8 @@ def test_verbose_streams_the_evaluator_output(bad, tmp_path):
 def test_an_in_process_eval_leaves_the_callers_other_children_alone(bad, sub):
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     finished = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])
-    while not os.path.exists(f"/proc/{finished.pid}/stat") or open(f"/proc/{finished.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    stat = f"/proc/{finished.pid}/stat"
+    while not os.path.exists(stat) or open(stat).read().rsplit(")", 1)[1].split()[0] != "Z":
         time.sleep(0.01)
     try:
         result = hills("eval", sub, "-H", "bad", "-p", "mode=crash")

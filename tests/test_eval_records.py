@@ -10,8 +10,8 @@ from hills.base import errors
 from hills.run import evaluate, runner
 from hills.disk import hill as hill_module
 
-from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, last_report, log_entries, make_hill, on_machine, submission, \
-    tree_of
+from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, last_report, log_entries, make_hill, on_machine,
+                                   submission, tree_of)
 
 HILL = "records"
 

@@ -347,9 +347,9 @@ def test_no_command_prints_the_help_whole_and_exits_2(exe_env, argv, group):
     # Each command's first sentence whole, wrapped under a narrow terminal, never cut with "...".
     assert "..." not in out.split("\n", 1)[1]
     flat = " ".join(out.split())
-    for name, command in group.commands.items():
-        if not command.hidden:
-            assert f" {name} {command.get_short_help_str(limit=1000)}" in flat, name
+    for name, verb in group.commands.items():
+        if not verb.hidden:
+            assert f" {name} {verb.get_short_help_str(limit=1000)}" in flat, name
     assert max(len(line) for line in out.splitlines()) <= 60
 
 

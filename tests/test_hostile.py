@@ -476,7 +476,8 @@ def test_a_setsid_daemon_does_not_outlive_the_eval(hostile, tmp_path):
     result, logged = attack(tmp_path, f"""\
 import subprocess
 import time
-DAEMON = "import time, pathlib\\n# {token}\\nwhile True:\\n    pathlib.Path('daemon-alive.txt').touch()\\n    time.sleep(0.05)\\n"
+DAEMON = ("import time, pathlib\\n# {token}\\nwhile True:\\n    pathlib.Path('daemon-alive.txt').touch()\\n"
+          "    time.sleep(0.05)\\n")
 subprocess.Popen([sys.executable, "-c", DAEMON], start_new_session=True, stdin=subprocess.DEVNULL,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 if os.fork() == 0:

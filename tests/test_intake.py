@@ -112,7 +112,8 @@ def test_the_evaluator_boots_while_the_submission_is_copied_and_scores_the_same(
     assert entries[-1]["start"] is not None and entries[-3]["start"] is not None
 
 
-def test_a_refusal_during_the_intake_leaves_no_process_and_no_started_entry(hills_made, tmp_path, taken_in, before_children):
+def test_a_refusal_during_the_intake_leaves_no_process_and_no_started_entry(
+        hills_made, tmp_path, taken_in, before_children):
     folder = submission(tmp_path / "sub", {"score.txt": "1\n"})
     os.symlink("/etc/hostname", folder / "outside")
     before = len(log_entries(attempts_log("intake", tree_of(hills_made["plain"]))))
@@ -179,7 +180,8 @@ def vars_of(rep):
     return {name: getattr(rep, name) for name in ("seed", "tag", "submission_dir", "env", "hidden", "secret")}
 
 
-def test_outputs_missing_from_a_skipped_phase_are_buggy_after_a_started_entry(hills_made, tmp_path, taken_in, before_children):
+def test_outputs_missing_from_a_skipped_phase_are_buggy_after_a_started_entry(
+        hills_made, tmp_path, taken_in, before_children):
     folder = submission(tmp_path / "sub", {"other.txt": "no score\n"})
     outcome = evaluate.evaluate(request("phased", folder))
     assert outcome.exit_code == errors.EXIT_NO
@@ -190,7 +192,8 @@ def test_outputs_missing_from_a_skipped_phase_are_buggy_after_a_started_entry(hi
     assert last_entry("phased", hills_made["phased"])["start"] is not None
 
 
-def test_a_when_file_that_appears_during_the_intake_is_refused(hills_made, tmp_path, taken_in, monkeypatch, before_children):
+def test_a_when_file_that_appears_during_the_intake_is_refused(
+        hills_made, tmp_path, taken_in, monkeypatch, before_children):
     folder = submission(tmp_path / "sub", {"score.txt": "3\n"})
     original = snapshot.snapshot
 

@@ -4,7 +4,6 @@ reached and how it was started, passes evaluators that start submitted
 code through hills, warns when the boundary is off, and leaves no run
 folder, attempts-log line or process behind."""
 
-import json
 import os
 import sys
 import textwrap

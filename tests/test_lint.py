@@ -15,18 +15,6 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# Findings left in modules that were being rewritten when the linter came
-# in; they are fixed where those rewrites land (`ruff check --fix hills`,
-# then by hand). This list only shrinks: a module that has none of its
-# findings left must leave it.
-PENDING = {"hills/commands/eval.py": {"E501"}}
-# What tests/ holds today (26 F811, a fixture imported from conftest and
-# taken as an argument of the same name; 17 E501; 8 F401; 1 F402; 1 F541),
-# reported rather than hidden until the suite's own rework fixes them:
-# `ruff check --fix tests` fixes the F401 and F541, the rest by hand.
-TESTS_FINDINGS = 53
-
-
 def _cache_dir():
     """ruff's cache: in the virtual environment, else in a temporary folder
     of this user's; never a `.ruff_cache` in the checkout."""
@@ -55,24 +43,15 @@ def _ruff(*paths, source=None):
 
 
 def test_ruff_finds_nothing_in_hills():
-    found = [shown for path, code, shown in _ruff("hills") if code not in PENDING.get(path, ())]
+    found = [shown for _, _, shown in _ruff("hills")]
     assert not found, "\n".join(found)
 
 
-def test_the_pending_modules_still_have_their_findings():
-    left = {path for path, code, _ in _ruff(*PENDING) if code in PENDING[path]}
-    done = sorted(set(PENDING) - left)
-    assert not done, f"no finding left, so remove from PENDING in tests/test_lint.py: {', '.join(done)}"
-
-
-@pytest.mark.xfail(strict=True, reason=f"tests/ has {TESTS_FINDINGS} ruff findings until the suite's rework: "
-                                       "`ruff check --fix tests` and then the rest by hand")
 def test_ruff_finds_nothing_in_tests():
     found = _ruff("tests")
-    # Not more than were counted: the mark does not hide new ones.
-    assert len(found) <= TESTS_FINDINGS, "\n".join(shown for _, _, shown in found)
     assert not found, f"{len(found)} findings: " + ", ".join(
-        f"{count} {code}" for code, count in Counter(code for _, code, _ in found).most_common())
+        f"{count} {code}" for code, count in Counter(code for _, code, _ in found).most_common()) + "\n" + "\n".join(
+        shown for _, _, shown in found)
 
 
 def test_click_outside_the_front_ends_is_found():

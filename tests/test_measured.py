@@ -223,7 +223,8 @@ time_t time(time_t *out) { if (out) *out = 1000; return 1000; }
 PRELOADED = """\
 import json, os, subprocess, sys
 env = dict(os.environ, LD_PRELOAD=os.path.join(os.getcwd(), "faketime.so"))
-worker = "import time\\nt = time.monotonic()\\nn = 0\\nfor i in range(20_000_000):\\n    n += i\\nprint(time.monotonic() - t)"
+worker = ("import time\\nt = time.monotonic()\\nn = 0\\nfor i in range(20_000_000):\\n    n += i\\n"
+              "print(time.monotonic() - t)")
 done = subprocess.run([sys.executable, "-c", worker], env=env, capture_output=True, text=True)
 print(json.dumps({"seconds": float(done.stdout.strip() or -1)}))
 """

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from testing.util import git
-from testing.eval_fixtures import SCORE_EVAL, hills, last_report, make_hill, notes_lines, on_machine, real, submission, \
-    tree_of
+from testing.eval_fixtures import (SCORE_EVAL, hills, last_report, make_hill, notes_lines, on_machine, real,
+                                   submission, tree_of)
 from hills.base import state
 
 

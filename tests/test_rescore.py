@@ -4,7 +4,6 @@ rescore NAME --from TREE` re-runs them against HEAD and lists the scores
 that moved, worst collapse first."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,8 @@ from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, subm
 from hills.many import rescore
 
 # The fixed evaluator: a score above 5 was a hack (it reads score.txt only).
-FIXED_EVAL = SCORE_EVAL.replace('value = float(text)', 'value = float(text)\n        value = value if value <= 5 else 0.5')
+FIXED_EVAL = SCORE_EVAL.replace('value = float(text)',
+                                'value = float(text)\n        value = value if value <= 5 else 0.5')
 
 
 @pytest.mark.slow

@@ -141,7 +141,8 @@ def test_sdk_runs_plainly_outside_an_eval(tmp_path, monkeypatch):
 def test_sdk_timeout_kills_the_whole_group(tmp_path, monkeypatch):
     monkeypatch.delenv(sdk.ENV_CONFIG, raising=False)
     marker = tmp_path / "child.pid"
-    code = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
             f" open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):

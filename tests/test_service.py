@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import threading
@@ -21,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from hills.service import protocol
-from testing.service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request, request,
-                              running_service, submission)
+from testing.service_fixtures import (Service, error_of, home_of, make_hill, needs_root, raw_bytes, raw_request,
+                                      request, running_service, submission)
 
 pytestmark = needs_root
 

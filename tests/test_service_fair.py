@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -22,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from hills.service import protocol
-from testing.service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes, remove_user,
-                              request, submission)
+from testing.service_fixtures import (Service, error_of, home_of, make_hill, make_user, needs_root, raw_bytes,
+                                      remove_user, request, submission)
 
 pytestmark = needs_root
 

@@ -8,7 +8,6 @@ import pytest
 
 from testing.command_fixtures import candidate, make_command_hill
 from testing.eval_fixtures import hills, make_hill, on_machine, submission
-from hills.base import state
 from hills.evidence import signing, trust
 from hills.views import show
 
@@ -135,7 +134,8 @@ def test_show_refuses_what_is_not_a_report(tmp_path, content, code, words):
 @pytest.mark.parametrize("status", [["passing"], {"passing": True}, 7, None])
 def test_show_a_signed_object_whatever_its_status(tmp_path, status):
     path = tmp_path / "signed.json"
-    path.write_text(json.dumps(signing.self_reported({"hill": "h", "status": status}, trust.machine_keys(for_signing=True))))
+    keys = trust.machine_keys(for_signing=True)
+    path.write_text(json.dumps(signing.self_reported({"hill": "h", "status": status}, keys)))
     result = hills("show", path)
     assert result.code == 0, result.output
     assert result.out.splitlines()[2] == "  status       ?"

@@ -91,7 +91,8 @@ def test_a_report_naming_another_signer_fails():
 def test_a_report_signed_for_another_namespace_fails():
     report = envelope()
     signing.seal(report, KEY)
-    blob = ed25519.sshsig_blob(KEY.public, "file", KEY.sign(ed25519.sshsig_signed_data("file", signing.message(report))))
+    signed = KEY.sign(ed25519.sshsig_signed_data("file", signing.message(report)))
+    blob = ed25519.sshsig_blob(KEY.public, "file", signed)
     report["signature"] = "sshsig:" + base64.b64encode(blob).decode()
     ok, reason = signing.verify(report, KEY)
     assert not ok and "namespace 'file'" in reason

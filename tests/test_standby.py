@@ -24,8 +24,8 @@ from hills.evidence import trust
 from hills.run import evaluate, runner, standby
 from hills.disk import hill as hill_module
 
-from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real, submission,
-                           tree_of)
+from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, processes_with, real,
+                                    submission, tree_of)
 from testing.warm_fixtures import log_of, wait_for_server, without_ids
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "

@@ -92,7 +92,7 @@ def test_circle_packing_params():
 def test_template_example_scores(tmp_path, template, example):
     hill_dir = make_hill(tmp_path, template)
     script = ("import json, sys; from eval import eval as evaluate; "
-              f"print(json.dumps(evaluate(sys.argv[1])))")
+              "print(json.dumps(evaluate(sys.argv[1])))")
     result = subprocess.run([sys.executable, "-B", "-c", script, str(hill_dir / "examples" / example)],
                             cwd=hill_dir, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -217,8 +217,8 @@ def test_a_trust_that_is_no_trust_mode_is_invalid(hermetic, tmp_path, claim):
     report = resign({"hill": "h", "passed": True, "trust": claim}, keys)
     checked = hills("verify", saved(tmp_path, report))
     assert checked.code == 1, checked.output
-    assert f"trust {json.dumps(claim)} is no trust mode (expected one of service, same-user, self-reported, evaluator)" \
-           in checked.out
+    assert (f"trust {json.dumps(claim)} is no trust mode "
+            "(expected one of service, same-user, self-reported, evaluator)") in checked.out
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed")

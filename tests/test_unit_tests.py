@@ -12,7 +12,9 @@ from testing.eval_fixtures import hills, on_machine
 
 HILL = "frozen"
 # Unit tests that also hang when the submission holds `hang-tests`.
-HANGING_UNIT_TEST = UNIT_TEST.replace('Path("unit-tests-ran.txt")', 'Path("hang-tests").exists() and __import__("time").sleep(3600)\nPath("unit-tests-ran.txt")')
+HANGING_UNIT_TEST = UNIT_TEST.replace('Path("unit-tests-ran.txt")',
+                                     'Path("hang-tests").exists() and __import__("time").sleep(3600)\n'
+                                     'Path("unit-tests-ran.txt")')
 UNIT_TESTS_YAML = """\
 unit_tests:
   command: ["{python}", "{tests}/test_solution.py", "{solution}"]

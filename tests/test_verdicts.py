@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, log_entries, make_hill, on_machine, submission, tree_of
+from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, log_entries, make_hill, on_machine, submission,
+                                   tree_of)
 from hills.many import verdict
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from testing.util import BWRAP_USABLE, REPO_ROOT, default_signals
-from testing.eval_fixtures import attempts_log, hills_home, log_entries, make_hill, processes_with, real, submission, tree_of
+from testing.eval_fixtures import (attempts_log, hills_home, log_entries, make_hill, processes_with, real,
+                                   submission, tree_of)
 from testing.warm_fixtures import log_of, served, wait_for_server, without_ids
 
 pytestmark = pytest.mark.skipif(not BWRAP_USABLE, reason="bubblewrap (bwrap) is missing or cannot create "

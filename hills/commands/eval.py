@@ -62,7 +62,8 @@ DECLARED = fast.Declared("eval", HELP, [
                 help="Set a knob the submission declares in params.json (repeatable); refused outside its range."),
     fast.Option("as_json", "--json", flag=True, help="Print the report as one line of JSON and no summary."),
     fast.Option("on", "--on", metavar="ray[://ADDRESS]",
-                help="Run each eval on a Ray cluster, in a worker on one of its nodes (the hills[ray] extra); see docs/cluster.md."),
+                help="Run each eval on a Ray cluster, in a worker on one of its nodes (the hills[ray] extra); "
+                          "see docs/cluster.md."),
     fast.Option("workers", "--workers", metavar="N", kind=fast.AtLeast(1),
                 help="With --on: keep at most N evals in flight (default: one per submission)."),
     fast.Option("summary_only", "--summary-only", flag=True,

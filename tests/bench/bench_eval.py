@@ -3,7 +3,6 @@ evaluator with a bare python3, served by a warm server (docs/warm.md) and
 cold (HILLS_WARM=off), and with 200 MB in private/ against without, each
 pair timed in turns."""
 
-import json
 import os
 import subprocess
 import sys
