@@ -36,7 +36,9 @@ def test_make_test_runs_every_test_and_test_fast_leaves_out_the_slow_ones():
 
 def test_ci_runs_the_readmes_test_command():
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"^make test\s+#", readme, re.MULTILINE)
+    setup = readme.split("## Set-up", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    # The two set-up commands: the quickstart and the whole suite, which CI runs.
+    assert [line.split("#")[0].strip() for line in setup.splitlines()] == ["make quickstart", "make test"], setup
     assert re.search(r"^make test-fast\s+#", readme, re.MULTILINE)
     ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "set -euo pipefail" in ci  # a failing `make test` fails the run
