@@ -185,6 +185,32 @@ def tool_identity() -> Tool:
     return {"version": __version__, "sha256": _TOOL_HASH}
 
 
+def _sources(package: str) -> list[list[Any]]:
+    """[path, size, mtime, ctime, inode] of every .py file of the package,
+    in every sub-package (the layers; not the templates, hooks or skills a
+    wheel puts beside the code, nor caches), sorted by path: one scandir a
+    folder, one stat a file, as the warm client's key reads them."""
+    found: list[list[Any]] = []
+    folders = [""]
+    while folders:
+        folder = folders.pop()
+        files, below, names = [], [], set()
+        with os.scandir(os.path.join(package, folder)) as entries:
+            for entry in entries:
+                if entry.name.endswith(".py") and entry.is_file():
+                    names.add(entry.name)
+                    st = entry.stat()
+                    files.append([folder + entry.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+                elif entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__" \
+                        and not entry.name.startswith("."):
+                    below.append(folder + entry.name + "/")
+        if folder and "__init__.py" not in names:
+            continue  # not a package: no code of hills' is below it
+        found.extend(files)
+        folders.extend(below)
+    return sorted(found)
+
+
 def _package_hash() -> str:
     """The SHA-256 of the package's sources, remembered in machine state
     (sealed) by their stat data: hashing half a megabyte costs a command
@@ -194,14 +220,8 @@ def _package_hash() -> str:
     from ..base.errors import HillsError
 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # Every source of the package, in every folder of it (the layers).
-    names = sorted(os.path.relpath(os.path.join(folder, name), package)
-                   for folder, dirs, found in os.walk(package) if "__pycache__" not in folder
-                   for name in found if name.endswith(".py"))
-    files = []
-    for name in names:
-        st = os.stat(os.path.join(package, name))
-        files.append([name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+    files = _sources(package)
+    names = [name for name, *_ in files]
     try:
         known = state.existing_key() is not None
     except HillsError:
