@@ -156,15 +156,7 @@ class Fair(Service):
         (slots taken at accept, before the role is known; nothing per user)."""
         code = ("import sys; import hills.service.server; hills.service.server.FAIR = False; from hills import entry; "
                 f"sys.exit(entry.run('hills', ['serve', '--state', {str(self.state)!r}]))")
-        log = open(self.base / "serve.log", "ab")
-        self.process = subprocess.Popen(self.argv(self.user, [*self.python, "-c", code], HOME=str(self.state),
-                                                  HILLS_HOME=""),
-                                        cwd="/", stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not self.socket.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("hills serve did not start: " + (self.base / "serve.log").read_text())
-            time.sleep(0.05)
+        super().start(["-c", code])
 
 
 def finished(process: subprocess.Popen, timeout: float = 120) -> dict:

@@ -299,26 +299,23 @@ def answered(ends: dict[int, int]) -> frozenset[int]:
 def _reap(children: dict[int, int], ends: dict[int, int], layout: "Layout") -> None:
     """Forget the connections whose process ended, their share of the
     uploads in flight and what they left in the requests folder."""
-    for pid in list(children):
+    from ..warm.server import ended
+
+    for pid in ended(children):
+        uid = children.pop(pid)
+        if pid in ends:
+            os.close(ends.pop(pid))
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            uid = children.pop(pid)
-            if pid in ends:
-                os.close(ends.pop(pid))
-            try:
-                os.unlink(os.path.join(layout.slots, str(uid), f"upload-{pid}"))
-            except OSError:
-                pass
-            # A process killed mid-request leaves its folder: it goes with it.
-            try:
-                left = [name for name in os.listdir(layout.requests) if name.startswith(f"{pid}-")]
-            except OSError:
-                left = []
-            for name in left:
-                shutil.rmtree(os.path.join(layout.requests, name), ignore_errors=True)
+            os.unlink(os.path.join(layout.slots, str(uid), f"upload-{pid}"))
+        except OSError:
+            pass
+        # A process killed mid-request leaves its folder: it goes with it.
+        try:
+            left = [name for name in os.listdir(layout.requests) if name.startswith(f"{pid}-")]
+        except OSError:
+            left = []
+        for name in left:
+            shutil.rmtree(os.path.join(layout.requests, name), ignore_errors=True)
 
 
 def _listen(path: str) -> socket.socket:

@@ -420,16 +420,24 @@ def _still_ours(path: str, inode: int) -> bool:
         return False
 
 
-def reap(children: set[int]) -> None:
-    """Wait for the forks in `children` that have ended (a server forking
-    per request: this one and the evaluation service), without blocking."""
+def ended(children: Iterable[int]) -> list[int]:
+    """The forks among `children` that have ended, waited for without
+    blocking (a server forking per request: this one and the evaluation
+    service)."""
+    gone = []
     for pid in list(children):
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             done = pid
         if done:
-            children.discard(pid)
+            gone.append(pid)
+    return gone
+
+
+def reap(children: set[int]) -> None:
+    """Forget the forks in `children` that have ended."""
+    children.difference_update(ended(children))
 
 
 def stopped(path: str) -> bool:

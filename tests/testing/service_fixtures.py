@@ -177,11 +177,13 @@ class Service:
                               capture_output=True, text=True, timeout=120)
         return Run(done.returncode, done.stdout, done.stderr)
 
-    def start(self) -> None:
+    def start(self, command: list[str] | None = None) -> None:
+        """`hills serve` as the service user (or `command`, a python argv that
+        serves the same state), once its socket is there."""
+        command = command or ["-m", "hills", "serve", "--state", str(self.state)]
         log = open(self.base / "serve.log", "ab")
         self.process = subprocess.Popen(
-            self.argv(self.user, [*self.python, "-m", "hills", "serve", "--state", str(self.state)],
-                      HOME=str(self.state), HILLS_HOME=""),
+            self.argv(self.user, [*self.python, *command], HOME=str(self.state), HILLS_HOME=""),
             cwd="/", stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 30
         while not self.socket.exists():
