@@ -17,13 +17,14 @@ import tarfile
 import tempfile
 import threading
 import time
+from .base.errors import leave_now
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from . import entry
 from .base import startup, state
 from .evidence import chain, report as report_module, signing, trust
-from .run import evaluate, snapshot
+from .run import evaluate, logbook, pinned, snapshot
+from .run.plan import is_dirty, resolve_knobs, resolve_params
 from .base.errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem,
                           HillsError, NotScored, UsageError)
 from .disk.hill import Hill
@@ -204,7 +205,7 @@ class Session:
             self.commit, self.tree_hash, self.spec = _pinned(hill)
             self.key = trust.machine_keys(for_signing=True)
             self.allowed = trust.trusted()
-            self.log = evaluate.attempts_path(hill.name, self.tree_hash)
+            self.log = logbook.attempts_path(hill.name, self.tree_hash)
             self.idle_s = idle_seconds()
             bundled = _bundle_bytes(hill)
         except BaseException:
@@ -370,7 +371,7 @@ class Session:
         budget's lock when it is a --final one."""
         job, spec = prepared.job, self.spec
         pid = os.getpid()
-        own = evaluate.process_start(pid)
+        own = logbook.process_start(pid)
         runs = (job.repeat or spec["replicates"]) * (2 if spec["solution"] else 1) + (1 if spec["unit_tests"] else 0)
         record = {"run_id": None, "hill": self.hill.name, "tree_hash": self.tree_hash, "final": job.final,
                   "submission_hash": prepared.submission_hash, "timestamp": report_module.timestamp(), "pid": pid,
@@ -381,7 +382,7 @@ class Session:
             entry = chain.append(self.log, {"started": signing.clean_text(record)}, self.key)
             return {"seq": entry["seq"], "mac": entry["mac"]}
         with state.file_lock(os.path.join(state.state_dir(self.hill.name, self.tree_hash), "final.lock")):
-            used = evaluate.final_count(self.hill.name, self.tree_hash, self.key)
+            used = logbook.final_count(self.hill.name, self.tree_hash, self.key)
             if used >= budget:
                 raise NotScored(f"the holdout budget of hill '{self.hill.name}' is spent: {used} of {budget} "
                                 f"--final evals used for tree {self.tree_hash[:12]}",
@@ -424,7 +425,7 @@ class Session:
                 note = json.dumps({"report": report, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
                                   sort_keys=True, separators=(",", ":"))
                 with state.file_lock(os.path.join(self.hill.repo.git_dir, "hills-notes.lock")):
-                    self.hill.repo.append_note(evaluate.NOTES_REF, self.commit, note)
+                    self.hill.repo.append_note(logbook.NOTES_REF, self.commit, note)
         code = EXIT_OK if report.get("status") == "passing" else answer.get("exit_code") or EXIT_NO
         error = answer.get("error")
         return Result(job, report, code, report, f"on {where}: {error}" if error and code != EXIT_OK else None,
@@ -465,10 +466,10 @@ class _Prepared:
         if not os.path.isdir(job.submission):
             raise UsageError(f"submission '{job.submission}' is not a folder",
                              hint="a submission is a folder; pass its path")
-        params = evaluate.resolve_params(session.spec, job.param_texts)
+        params = resolve_params(session.spec, job.param_texts)
         request = evaluate.EvalRequest(session.hill, job.submission, job.param_texts, final=job.final,
                                        knobs=job.knobs)
-        _, trial, _ = evaluate.resolve_knobs(request)
+        _, trial, _ = resolve_knobs(request)
         folder = tempfile.mkdtemp(prefix="cluster-", dir=_scratch())
         try:
             copy = os.path.join(folder, "submission")
@@ -499,17 +500,17 @@ def _pinned(hill: Hill) -> tuple[str, str, Manifest]:
     if commit is None:
         raise NotScored(f"hill '{hill.name}' has no commits yet",
                         hint=f"freeze it first: hills commit {hill.name} -m MESSAGE")
-    changed = evaluate.is_dirty(hill)
+    changed = is_dirty(hill)
     if changed:
         raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
                         + (", ..." if len(changed) > 3 else "") + "): --on ray scores its last commit only when clean",
                         hint="commit them first")
-    tree_hash = evaluate.pinned_tree(hill, commit)
+    tree_hash = pinned.pinned_tree(hill, commit)
     official, reason = pin.official_status(hill, tree_hash)
     if not official:
         raise NotScored(f"--on ray scores only the approved version of hill '{hill.name}': {reason}",
                         hint="a node cannot mark its report unofficial; pin this version, or evaluate it here")
-    return commit, tree_hash, evaluate.pinned_manifest(hill, tree_hash)
+    return commit, tree_hash, pinned.pinned_manifest(hill, tree_hash)
 
 
 def _bundle_bytes(hill: Hill) -> bytes:
@@ -573,7 +574,7 @@ class NodeWorker:
         while True:
             time.sleep(0.5)
             if os.getppid() != self._parent:
-                entry.leave_now(1)  # the node's Ray is gone: nothing can reach this worker any more
+                leave_now(1)  # the node's Ray is gone: nothing can reach this worker any more
             with self._lock:
                 now = time.monotonic()
                 # A claimed worker waits for the eval its claim announced, whatever the idle period.
@@ -591,7 +592,7 @@ class NodeWorker:
         except Exception:
             pass
         time.sleep(2)  # Ray ends this process; if it has not, leave
-        entry.leave_now(0)
+        leave_now(0)
 
 
 def _code_stamp() -> tuple[tuple[str, int, int], ...]:

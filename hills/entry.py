@@ -12,7 +12,6 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NoReturn
 
     from .run.standby import Standby
 
@@ -60,14 +59,6 @@ def main() -> None:
         # daemons it has joined, and it registers no atexit hook.
         os._exit(fast)
     sys.exit(fast if fast is not None else _slow(program, args))
-
-
-def leave_now(code: int) -> NoReturn:
-    """The end of a process no command returns from: a connection the
-    service forked (the parent's stack, its `finally` blocks and exit
-    handlers must not run twice) or a cluster worker whose Ray is gone. It
-    leaves at once."""
-    os._exit(code)
 
 
 def _asks_help(args: list[str]) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from testing.util import git, run_cli, write_files
 from hills.checks import leakscan
-from hills.checks.check import Result
+from hills.checks.shared import Result
 
 LABELS = "[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]\n"
 ANSWERS = ('{"q1": "the mitochondria is the powerhouse", "q2": "Ouagadougou-Burkina", "n": 3}\n')

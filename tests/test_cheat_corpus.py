@@ -207,18 +207,19 @@ def test_exploits_add_cases_and_a_wrong_verdict_fails(project):
 
 def test_the_gate_digest_covers_the_corpus(project, monkeypatch):
     from hills.disk import locks
+    from hills.disk import verdicts
     from hills.freeze import gate
     from hills.disk.hill import Hill
 
     created = hills("new", "digest", "-t", "default")
     hill = Hill(created.out.strip())
     cache = locks.StatCache(hill.path)
-    before = gate.gate_key(hill, cache, gate.listing_of(hill))
+    before = gate.gate_key(hill, cache, verdicts.listing_of(hill))
     monkeypatch.setattr(corpus, "VERSION", corpus.VERSION + 1)
-    assert gate.gate_key(hill, cache, gate.listing_of(hill)) != before
+    assert gate.gate_key(hill, cache, verdicts.listing_of(hill)) != before
     monkeypatch.undo()
     write_files(Path(hill.path), {"exploits/x/answer.txt": "1\n", "exploits/x/expect.json": "{}"})
-    assert gate.gate_key(hill, cache, gate.listing_of(hill)) != before
+    assert gate.gate_key(hill, cache, verdicts.listing_of(hill)) != before
 
 
 # -- the report names the corpus ------------------------------------------------------

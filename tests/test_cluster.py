@@ -68,11 +68,11 @@ def _eval_on(head, *folders, extra=(), timeout=300):
 
 def _entries(hill_dir):
     from hills.evidence import chain
-    from hills.run import evaluate
+    from hills.run import logbook
     from testing.util import git
 
     tree = git(hill_dir, "rev-parse", "HEAD^{tree}").out.strip()
-    return chain.read(evaluate.attempts_path(NAME, tree)), tree
+    return chain.read(logbook.attempts_path(NAME, tree)), tree
 
 
 def _lines(out):

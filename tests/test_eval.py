@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from hills.run import evaluate
+from hills.run import phases
 
 from testing.eval_fixtures import (SCORE_EVAL, attempts_log, hills, hills_home, last_report, log_entries, make_hill,
                            notes_lines, on_machine, real, submission, tree_of)
@@ -83,7 +83,7 @@ def runs_code(module_machine):
     all the evaluator has, and still must not reach the result channel,
     a boundary of its own."""
     with on_machine(module_machine), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(evaluate, "SCORING_GUARD", False)
+        patch.setattr(phases, "SCORING_GUARD", False)
         return make_hill("runs-code", RUNS_CODE_EVAL, extra="sandbox: none\n")
 
 
@@ -273,7 +273,7 @@ def test_result_files_in_the_submission_do_not_make_the_report(scored, tmp_path)
 
 
 def test_submission_code_cannot_write_the_result(runs_code, tmp_path, monkeypatch):
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)
     folder = submission(tmp_path / "sub", {"solution.py": SNEAKY_SOLUTION})
     result = hills("eval", folder, "-H", "runs-code")
     assert result.code == 0, result.output

@@ -13,7 +13,7 @@ import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, on_machine, submission, tree_of
 
-from hills.run import evaluate
+from hills.run import env
 
 FORGED_EVAL = """\
 def eval(submission, *, final=False, **params):
@@ -55,7 +55,7 @@ def test_the_tree_the_run_and_the_sdk_hold_hash_checked_bytecode(compiled, tmp_p
     assert checked_hash_of(pyc_of(source)) == importlib.util.source_hash(source.read_bytes())
     run_copy = hills_home() / "runs" / "compiled" / report["run_id"] / "hill" / "eval.py"
     assert pyc_of(run_copy).read_bytes() == pyc_of(source).read_bytes()
-    sdk = Path(evaluate.sdk_path()) / "hills"
+    sdk = Path(env.sdk_path()) / "hills"
     for name in ("shim.py", "sdk.py", "spaces.py"):
         assert checked_hash_of(pyc_of(sdk / name)) == importlib.util.source_hash((sdk / name).read_bytes())
 
@@ -89,7 +89,7 @@ def test_an_edited_pristine_source_is_never_run(compiled, tmp_path):
 def test_bytecode_is_used_only_while_its_source_hashes_the_same(tmp_path):
     module = tmp_path / "scored_module.py"
     module.write_text("VALUE = 1\n")
-    evaluate.compile_bytecode(str(tmp_path))
+    env.compile_bytecode(str(tmp_path))
     kept = os.stat(module)
     module.write_text("VALUE = 2\n")  # same size, and the same timestamps below
     os.utime(module, ns=(kept.st_atime_ns, kept.st_mtime_ns))
@@ -101,6 +101,6 @@ def test_bytecode_is_used_only_while_its_source_hashes_the_same(tmp_path):
 def test_a_file_that_does_not_compile_is_left_to_its_importer(tmp_path):
     (tmp_path / "broken.py").write_text("def (:\n")
     (tmp_path / "fine.py").write_text("VALUE = 1\n")
-    evaluate.compile_bytecode(str(tmp_path))
+    env.compile_bytecode(str(tmp_path))
     assert not pyc_of(tmp_path / "broken.py").exists()
     assert pyc_of(tmp_path / "fine.py").exists()

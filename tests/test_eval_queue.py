@@ -86,7 +86,7 @@ def test_hill_without_exclusive_ignores_the_resource_lock(module_machine, tmp_pa
 
 def test_prune_keeps_a_run_folder_in_use(gpu_hill, tmp_path):
     from hills.base import state
-    from hills.run import evaluate
+    from hills.run import folders
 
     root = hills_home() / "runs" / "pruned"
     names = [f"20000101T0000{index:02d}-aaaaaaaa" for index in range(30)]
@@ -99,6 +99,6 @@ def test_prune_keeps_a_run_folder_in_use(gpu_hill, tmp_path):
         for name in names:
             if name != fresh:
                 os.utime(root / name, (long_ago, long_ago))
-        evaluate.prune_runs("pruned", keep=5)
+        folders.prune_runs("pruned", keep=5)
     left = sorted(os.listdir(root))
     assert left == [names[0], fresh] + names[-5:]

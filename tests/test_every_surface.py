@@ -321,7 +321,7 @@ def test_the_scoring_guard_holds_on_a_node(ray_cluster, tmp_path):
         assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"], report["reason"]
         assert not report.get("metrics") or report["metrics"][0]["value"] != 1.0
         # The control: node workers with the guard off give the thief 1.0, signed by the node.
-        node_workers(head, switches=[("hills.run.evaluate", "SCORING_GUARD", False)])
+        node_workers(head, switches=[("hills.run.phases", "SCORING_GUARD", False)])
         control = eval_on(head, folder, "naive")
         assert control.code == 0, control.output
         assert control.report["metrics"][0]["value"] == 1.0 and verified_at_the_head(control.report).ok

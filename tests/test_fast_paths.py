@@ -133,7 +133,7 @@ def test_an_eval_imports_neither_click_nor_yaml_nor_another_command(shared_hill)
     assert "hills.run.evaluate" in modules
     assert _heavy(modules) == []
     assert {name for name in modules if name.startswith(("hills.commands.", "hills.cli."))} == {
-        "hills.commands.eval", "hills.cli.fast", "hills.cli.output"}
+        "hills.commands.eval", "hills.cli.fast", "hills.cli.output", "hills.cli.summary"}
     assert "hills.cli.registry" not in modules and "hills.manpages" not in modules
     # The manifest of an evaluated version comes from the sealed JSON cache.
     assert "hills.disk.manifest" not in modules and "hills.disk.schema" not in modules

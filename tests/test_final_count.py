@@ -10,7 +10,7 @@ from testing.util import Result
 from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, submission, tree_of
 from hills.base import state
 from hills.evidence import chain, trust
-from hills.run import evaluate
+from hills.run import logbook
 from hills.base.errors import NotScored
 
 NAME = "holdout"
@@ -37,7 +37,7 @@ def counter(log: Path) -> Path:
 
 
 def count(tree: str) -> int:
-    return evaluate.final_count(NAME, tree, trust.machine_keys(for_signing=True))
+    return logbook.final_count(NAME, tree, trust.machine_keys(for_signing=True))
 
 
 def test_the_count_reads_only_the_lines_after_the_counter(spent_twice: tuple[str, Path], tmp_path: Path,

@@ -159,7 +159,7 @@ def clean(hill_dir, tree):
 
 @pytest.mark.slow
 def test_a_clean_hill_is_known_clean_without_git_and_every_change_sends_the_question_to_git(settled_hill):
-    from hills.run import evaluate
+    from hills.run import plan
     from hills.disk.hill import Hill
 
     hill_dir, tree = settled_hill
@@ -186,7 +186,7 @@ def test_a_clean_hill_is_known_clean_without_git_and_every_change_sends_the_ques
         assert git_status(hill_dir) != "", name
         assert not clean(hill_dir, tree), name
         hill = Hill(hill_dir)
-        assert evaluate.is_dirty(hill, tree) == evaluate.is_dirty(hill), name  # git's own list
+        assert plan.is_dirty(hill, tree) == plan.is_dirty(hill), name  # git's own list
         # Back to the committed state, the index included.
         Repo(hill_dir).run("reset", "-q", "--hard", "HEAD")
         for leftover in ("notes.txt", os.path.join("tests", ".gitignore")):

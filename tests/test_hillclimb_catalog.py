@@ -16,7 +16,9 @@ linked, the HILLCLIMB_* variables, the verifier (or `run:` then `score:`),
 the result file read by hillclimb's own `read_result`.
 
 Slow: 23 hills, each with an environment (uv's cache is the suite's
-lasting one, as in test_nanogpt) and a gate."""
+lasting one, as in test_nanogpt; the problems of one worker share a machine
+state, where environments of the same packages are linked, not built
+again) and a gate."""
 
 import ast
 import hashlib
@@ -237,16 +239,23 @@ def eval_report(*args: object) -> tuple[Any, dict[str, Any]]:
     return result, json.loads(result.out)
 
 
+@pytest.fixture(scope="module")
+def catalog_machine(module_machine: Any) -> Any:
+    """One machine state for the problems a worker runs, as one user's
+    hills share theirs: most problems install hillclimb's default runtime,
+    and their environments are linked from the first one built (uvenv's
+    twins). Each environment is some 360 MB: none is left behind in the
+    kept temporary folders."""
+    yield module_machine
+    shutil.rmtree(module_machine.hills_home / "envs", ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_hills_scores_the_baseline_exactly_as_hillclimb(name: str, catalog: Path, wheel_root: Path,
-                                                        project: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch,
-                                                        request: pytest.FixtureRequest) -> None:
+                                                        catalog_machine: Any, module_machine: Any, project: Path,
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UV_CACHE_DIR", UV_CACHE)
-    # Each environment is a full copy (hills builds them with UV_LINK_MODE=copy),
-    # some 360 MB: 23 of them are not left behind in the kept temporary folders.
-    request.addfinalizer(lambda envs=state.envs_dir(name): shutil.rmtree(envs, ignore_errors=True))
     problem_dir = catalog / name
     meta = yamlfile.load((problem_dir / "problem.yaml").read_text(), str(problem_dir / "problem.yaml"), typ="safe")
     # hillclimb's verifier runs put its `hillclimb.spaces` shim on PYTHONPATH;

@@ -14,7 +14,7 @@ import pytest
 from testing.util import BWRAP_USABLE
 from hills.base import errors
 from hills.evidence import trust
-from hills.run import evaluate, runner, snapshot
+from hills.run import evaluate, phases, records, runner, snapshot
 from hills.disk import hill as hill_module
 
 from testing.eval_fixtures import SCORE_EVAL, log_entries, attempts_log, make_hill, on_machine, submission, tree_of
@@ -102,7 +102,7 @@ def test_the_evaluator_boots_while_the_submission_is_copied_and_scores_the_same(
     taken = evaluate.evaluate(request("intake", folder))
     assert taken.exit_code == errors.EXIT_OK, taken.report
     assert len(taken_in) == 1 and booted_during == [True]
-    monkeypatch.setattr(evaluate, "_takes_in_while_booting", lambda plan, start: False)
+    monkeypatch.setattr(evaluate, "takes_in_while_booting", lambda plan, start: False)
     plain = evaluate.evaluate(request("intake", folder))
     assert len(taken_in) == 1 and booted_during == [True, False]
     assert comparable(taken.report) == comparable(plain.report)
@@ -164,12 +164,12 @@ def test_the_scorer_cannot_see_the_snapshot_and_can_with_hiding_switched_off(hil
     hidden = evaluate.evaluate(request("phased", folder))
     assert hidden.exit_code == errors.EXIT_OK, hidden.report
     assert hidden.report["details"]["seen"] == []
-    original = evaluate.scoring_replicate
+    original = phases.scoring_replicate
 
     def unhidden(ctx, rep, outputs_dir):
-        return evaluate.Replicate(**{**vars_of(original(ctx, rep, outputs_dir)), "hidden": ()})
+        return records.Replicate(**{**vars_of(original(ctx, rep, outputs_dir)), "hidden": ()})
 
-    monkeypatch.setattr(evaluate, "scoring_replicate", unhidden)
+    monkeypatch.setattr(phases, "scoring_replicate", unhidden)
     shown = evaluate.evaluate(request("phased", folder))
     assert len(taken_in) == 2
     assert "source/mine.txt" in shown.report["details"]["seen"]

@@ -122,16 +122,16 @@ def test_a_categorical_value_is_the_choice_itself():
 def test_resolve_knobs_reads_json_but_keeps_text_choices(tmp_path):
     from types import SimpleNamespace
 
-    from hills.run import evaluate
+    from hills.run import plan
 
     (tmp_path / "params.json").write_text(json.dumps({
         "level": {"type": "categorical", "choices": ["1", "2", "high"], "default": "1"},
         "n": {"type": "int", "low": 1, "high": 9, "default": 2}}))
     request = SimpleNamespace(submission=str(tmp_path), knobs=["level=2", "n=3"])
-    _, trial, warning = evaluate.resolve_knobs(request)
+    _, trial, warning = plan.resolve_knobs(request)
     assert trial == {"level": "2", "n": 3} and warning is None
     request.knobs = ["level=high"]
-    assert evaluate.resolve_knobs(request)[1] == {"level": "high", "n": 2}
+    assert plan.resolve_knobs(request)[1] == {"level": "high", "n": 2}
 
 
 def test_sample_stays_on_a_step_grid_that_does_not_reach_high():

@@ -226,9 +226,9 @@ def test_an_evaluator_running_the_submission_itself_fails_the_probe(project, mon
     assert committed.code == 1
     assert committed.error_lines[0].startswith("error: hill 'naive' failed check 'leak probe': the evaluator ran "
                                                "the example's code itself")
-    from hills.run import evaluate
+    from hills.run import phases
 
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)
     checked = check("naive")
     assert checked.code == 1, checked.output
     line = probe_line(checked)
@@ -256,9 +256,9 @@ def test_an_evaluator_importing_the_submission_fails_the_probe(project, monkeypa
     checked = check("importer")
     assert checked.code == 1, checked.output
     assert "the scoring phase tried to run the submission's file 'run.py' compiled as code" in probe_line(checked)
-    from hills.run import evaluate
+    from hills.run import phases
 
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)  # the control: the payload itself finds the leak
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)  # the control: the payload itself finds the leak
     checked = check("importer")
     assert checked.code == 1, checked.output
     line = probe_line(checked)

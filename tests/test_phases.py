@@ -300,19 +300,19 @@ def test_a_submission_s_own_hills_package_cannot_stand_in_for_the_sdk(tmp_path, 
     assert result.code == 1 and report["status"] == "buggy", result.output
     assert "the submission's file 'hills/__init__.py' imported as module 'hills'" in report["reason"]
     # ...and the control: without the guard it runs unconfined.
-    from hills.run import evaluate
+    from hills.run import phases
 
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)
     result, report = eval_report(sub, "-H", "shadowed")
     assert result.code == 0, result.output
     assert report["metrics"][0]["value"] == 1.0
 
 
 def test_the_confined_python_outside_an_eval_says_so(tmp_path):
-    from hills.run import evaluate
+    from hills.run import env
 
     wrapper = tmp_path / "python"
-    wrapper.write_text(evaluate.PYTHON_WRAPPER)
+    wrapper.write_text(env.PYTHON_WRAPPER)
     wrapper.chmod(0o755)
     import subprocess
 

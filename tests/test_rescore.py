@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testing.eval_fixtures import SCORE_EVAL, hills, hills_home, make_hill, submission, tree_of
-from hills.many import rescore
+from hills.run import kept
 
 # The fixed evaluator: a score above 5 was a hack (it reads score.txt only).
 FIXED_EVAL = SCORE_EVAL.replace('value = float(text)',
@@ -52,15 +52,15 @@ def test_the_budget_drops_unreferenced_snapshots_first(tmp_path, monkeypatch):
     folders = {}
     for name in ("a", "b", "c"):
         folders[name] = submission(tmp_path / name, {"f.bin": "x" * 1000})
-    rescore.keep(str(folders["a"]), _report("blake3:aa", "passing"))
-    rescore.keep(str(folders["b"]), _report("blake3:bb", "failing"))
-    rescore.keep(str(folders["c"]), _report("blake3:cc", "passing"))
+    kept.keep(str(folders["a"]), _report("blake3:aa", "passing"))
+    kept.keep(str(folders["b"]), _report("blake3:bb", "failing"))
+    kept.keep(str(folders["c"]), _report("blake3:cc", "passing"))
     # Over budget: the failing one goes though it is newer than the passing "a".
-    assert rescore.kept("blake3:aa") and rescore.kept("blake3:cc") and not rescore.kept("blake3:bb")
-    assert Path(rescore.kept("blake3:aa"), "f.bin").read_text() == "x" * 1000
+    assert kept.kept("blake3:aa") and kept.kept("blake3:cc") and not kept.kept("blake3:bb")
+    assert Path(kept.kept("blake3:aa"), "f.bin").read_text() == "x" * 1000
     monkeypatch.setenv("HILLS_SNAPSHOT_BUDGET", "1500")
-    rescore.keep(str(folders["b"]), _report("blake3:bb", "passing"))
-    assert not rescore.kept("blake3:aa") and not rescore.kept("blake3:cc") and rescore.kept("blake3:bb")
+    kept.keep(str(folders["b"]), _report("blake3:bb", "passing"))
+    assert not kept.kept("blake3:aa") and not kept.kept("blake3:cc") and kept.kept("blake3:bb")
 
 
 @pytest.mark.parametrize("text", ["lots", "-1", "5XB"])
@@ -69,14 +69,14 @@ def test_a_bad_budget_is_named(monkeypatch, text):
 
     monkeypatch.setenv("HILLS_SNAPSHOT_BUDGET", text)
     with pytest.raises(UsageError) as caught:
-        rescore.budget()
+        kept.budget()
     assert f"$HILLS_SNAPSHOT_BUDGET is '{text}'" in caught.value.message
 
 
 @pytest.mark.parametrize(("text", "size"), [("500MB", 500_000_000), ("2GiB", 2 * 1024 ** 3), ("1234", 1234)])
 def test_budget_sizes(monkeypatch, text, size):
     monkeypatch.setenv("HILLS_SNAPSHOT_BUDGET", text)
-    assert rescore.budget() == size
+    assert kept.budget() == size
 
 
 def test_a_store_that_cannot_keep_the_snapshot_warns_and_the_eval_stands(tmp_path, monkeypatch):

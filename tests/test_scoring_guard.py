@@ -3,7 +3,7 @@
 that starts the climber's run.py itself, however it starts it, gets a
 buggy eval naming the file and how, never the score run.py forged. Each
 attack has its control: the same hill with the guard switched off
-(evaluate.SCORING_GUARD, a switch only these tests use) gets 1.0."""
+(phases.SCORING_GUARD, a switch only these tests use) gets 1.0."""
 
 import json
 import textwrap
@@ -12,7 +12,7 @@ import pytest
 
 from testing.eval_fixtures import hills, submission
 from hills.freeze import commit
-from hills.run import evaluate
+from hills.run import phases
 from hills.disk.hill import Hill
 
 ANSWER = "the-labels-are-7-7-7\n"
@@ -88,12 +88,12 @@ def test_the_scoring_phase_cannot_run_the_climbers_run_py(tmp_path, monkeypatch,
     name = "naive-" + "".join(c for c in how if c.isalnum())[:20].lower()
     naive_hill(name, STARTS[how])
     sub = submission(tmp_path / "sub", {"run.py": THIEF})
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)
     result, report = eval_report(sub, "-H", name)
     # The control: without the guard the attack wins an official 1.0.
     assert result.code == 0, result.output
     assert report["metrics"][0]["value"] == 1.0, report
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", True)
+    monkeypatch.setattr(phases, "SCORING_GUARD", True)
     result, report = eval_report(sub, "-H", name)
     assert report is not None, result.output
     assert report["status"] == "buggy", report
@@ -211,11 +211,11 @@ def test_a_verifier_cannot_run_the_climbers_script_in_the_scoring_phase(tmp_path
     name = "v-" + "".join(c for c in run if c.isalnum())[:16].lower()
     verifier_hill(name, run)
     sub = submission(tmp_path / "sub", {"run.sh" if run.endswith(".sh") else "run.py": script})
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)
     result, report = eval_report(sub, "-H", name)
     assert result.code == 0, result.output
     assert report["metrics"][0]["value"] == 1, report  # the control: the script stole the labels
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", True)
+    monkeypatch.setattr(phases, "SCORING_GUARD", True)
     result, report = eval_report(sub, "-H", name)
     assert report["status"] == "buggy", report
     assert "the scoring phase tried to run the submission's file 'run." in report["reason"], report["reason"]
@@ -304,10 +304,10 @@ def test_a_submission_shaped_to_slip_past_the_guard_is_stopped(tmp_path, monkeyp
     for rel, text in files.items():
         (sub / rel).parent.mkdir(parents=True, exist_ok=True)
         (sub / rel).write_bytes(text.encode())
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", False)
+    monkeypatch.setattr(phases, "SCORING_GUARD", False)
     result, report = eval_report(sub, "-H", name)
     assert report["metrics"][0]["value"] == 1.0, report  # the control
-    monkeypatch.setattr(evaluate, "SCORING_GUARD", True)
+    monkeypatch.setattr(phases, "SCORING_GUARD", True)
     result, report = eval_report(sub, "-H", name)
     assert report["status"] == "buggy", report
     assert "the scoring phase tried to run the submission's file 'run.py'" in report["reason"], report["reason"]

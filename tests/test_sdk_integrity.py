@@ -11,7 +11,7 @@ import pytest
 from testing.eval_fixtures import hills, hills_home, make_hill, on_machine, submission
 from hills.disk import uvenv
 from hills.evidence import report
-from hills.run import evaluate
+from hills.run import env
 
 # Its metric is 1.0 unless something planted ran before or while it imported
 # the sdk and spaces.
@@ -95,7 +95,7 @@ def test_without_the_check_a_planted_file_rewrites_the_metrics(probe, sub, name,
     assert_clean(scored(sub))
     plant(name)
     with monkeypatch.context() as patch:
-        patch.setattr(evaluate, "_sdk_intact", lambda root: os.path.isdir(root))
+        patch.setattr(env, "_sdk_intact", lambda root: os.path.isdir(root))
         result = scored(sub)
     assert result.report["metrics"][0]["value"] == 0.0
     assert result.report["details"]["planted"]
@@ -111,7 +111,7 @@ def test_an_edit_that_keeps_size_and_mtime_is_noticed(probe, sub):
     wrapper.write_text(edited)
     os.utime(wrapper, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert wrapper.stat().st_size == before.st_size and wrapper.stat().st_mtime_ns == before.st_mtime_ns
-    assert not evaluate._sdk_intact(str(sdk_dir()))
+    assert not env._sdk_intact(str(sdk_dir()))
     result = scored(sub)
     assert "changed since it was made" in result.err
     assert wrapper.read_text() == text
@@ -125,7 +125,7 @@ def test_a_forged_or_missing_seal_means_a_new_folder(probe, sub):
     assert "changed since it was made" in scored(sub).err
     seal.unlink()
     assert "changed since it was made" in scored(sub).err
-    assert evaluate._sdk_intact(str(sdk_dir()))
+    assert env._sdk_intact(str(sdk_dir()))
 
 
 def test_hills_calls_uv_with_copied_files(monkeypatch):

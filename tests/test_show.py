@@ -155,7 +155,7 @@ def test_render_marks_self_reported_blocks_and_failed_unit_tests():
 
 @pytest.mark.parametrize("primary, legend", [(False, False), (True, True)])
 def test_the_primary_legend_is_shown_only_with_a_primary_entry(capsys, primary, legend):
-    from hills.commands import eval as eval_command
+    from hills.cli import summary as eval_summary
 
     report = {"hill": "h", "tree_hash": "a" * 40, "status": "passing", "official": True, "official_reason": None,
               "params": {}, "metrics": [{"name": "m", "value": 1.0, "direction": "max"}],
@@ -164,7 +164,7 @@ def test_the_primary_legend_is_shown_only_with_a_primary_entry(capsys, primary, 
     out = []
     show.render(report, "signature valid", out.append)
     shown = [line for line in out if line.startswith("  config")]
-    eval_command.render(report, "sub")
+    eval_summary.render(report, "sub")
     summary = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  config")]
     expected = "  config       mode=validation" + ("*" if primary else "") + "  isolation=bwrap" \
         + ("   (* = primary)" if legend else "")

@@ -19,7 +19,7 @@ from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries,
                            tree_of)
 from hills.base import state
 from hills.evidence import trust
-from hills.run import evaluate
+from hills.run import logbook
 from hills.views import attempts
 
 NAME = "peek"
@@ -42,7 +42,7 @@ SLEEPY_EVAL = """\
 
 # `hills eval` as before started entries: the same pipeline with the
 # started step taken out.
-WITHOUT_STARTED = ("import sys; from hills.run import evaluate; evaluate._Start.__call__ = lambda self, ctx: None; "
+WITHOUT_STARTED = ("import sys; from hills.run import logbook; logbook.Start.__call__ = lambda self, ctx: None; "
                    "from hills.entry import main; sys.argv[0] = 'hills'; main()")
 
 
@@ -134,7 +134,7 @@ def test_a_killed_final_eval_is_abandoned_and_has_spent_the_budget(peek: Path, t
     # the budget would be unspent.
     entries = log_entries(log)
     assert entries == [started]
-    assert sum(map(old_rule, entries)) == 0 and sum(map(evaluate.spends_holdout, entries)) == 1
+    assert sum(map(old_rule, entries)) == 0 and sum(map(logbook.spends_holdout, entries)) == 1
     kill_hard(process)
     assert process.returncode == -signal.SIGKILL
     assert log_entries(log) == [started]
@@ -205,7 +205,7 @@ def test_an_interrupted_eval_logs_its_outcome_after_its_started_entry(tmp_path: 
     assert "INTERRUPTED" in shown.out
     assert json.loads(hills("attempts", NAME, "--json").out)["unfinished"] == []
     # The started entry and its outcome are one eval: one look spent, one left.
-    assert evaluate.final_count(NAME, tree, trust.machine_keys(for_signing=True)) == 1
+    assert logbook.final_count(NAME, tree, trust.machine_keys(for_signing=True)) == 1
     assert hills("eval", folder(tmp_path, "b"), "-H", NAME, "--final").code == 0
     spent = hills("eval", folder(tmp_path, "c"), "-H", NAME, "--final")
     assert spent.code == 5 and f"the holdout budget of hill '{NAME}' is spent: 2 of 2" in spent.err
@@ -253,7 +253,7 @@ def test_a_refusal_before_anything_ran_logs_no_started_entry_and_spends_nothing(
     assert refused.code == 5, refused.output
     (entry,) = log_entries(attempts_log(NAME, tree))
     assert entry["report"]["status"] == "refused" and entry["start"] is None
-    assert evaluate.final_count(NAME, tree, trust.machine_keys(for_signing=True)) == 0
+    assert logbook.final_count(NAME, tree, trust.machine_keys(for_signing=True)) == 0
 
 
 @pytest.mark.parametrize("entry, spends", [
@@ -268,13 +268,13 @@ def test_a_refusal_before_anything_ran_logs_no_started_entry_and_spends_nothing(
     ({"_line": 3, "_error": "not valid JSON"}, False),
 ])
 def test_what_spends_a_look_at_the_holdout(entry: dict, spends: bool) -> None:
-    assert evaluate.spends_holdout(entry) is spends
+    assert logbook.spends_holdout(entry) is spends
 
 
 def test_when_an_unfinished_eval_is_abandoned() -> None:
     now = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    own = evaluate.process_start(os.getpid())
+    own = logbook.process_start(os.getpid())
     assert own is not None
     here = {"timestamp": stamp, "timeout_s": 10, "host": os.uname().nodename, "pid": os.getpid(),
             "pid_start": own[1]}

@@ -42,7 +42,7 @@ def make_hill(tmp_path, template, name=None):
 
 def run_runner(hill_dir, *args, python_flags=()):
     # The environment `hills check` gives a hill's tests: hills.sdk importable.
-    from hills.checks.check import check_env
+    from hills.checks.shared import check_env
 
     return subprocess.run([sys.executable, *python_flags, str(RUNNER), *args, str(hill_dir)],
                           capture_output=True, text=True, timeout=120, env=check_env())

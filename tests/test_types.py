@@ -165,3 +165,54 @@ def test_the_json_shapes_are_read_by_the_type_checker_only():
     typed = [path for path in PACKAGE.rglob("*.py") if path.stem not in SHAPES
              and any(f"{shape} import" in path.read_text(encoding="utf-8") for shape in SHAPES)]
     assert len(typed) >= 5, typed  # the check above looked at the modules that use them
+
+
+def _typing_only_uses(source: str) -> list[str]:
+    """Names bound only under `if TYPE_CHECKING:` (which is False at run time)
+    and read outside an annotation: each a NameError when that line runs."""
+    tree = ast.parse(source)
+    typing_nodes: set[int] = set()
+    typing_names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.body:
+                typing_nodes.update(id(inner) for inner in ast.walk(child))
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    typing_names.update((alias.asname or alias.name).split(".")[0] for alias in child.names)
+                elif isinstance(child, ast.Assign):
+                    typing_names.update(target.id for target in child.targets if isinstance(target, ast.Name))
+    bound: set[str] = set()
+    annotations: set[int] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_nodes:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
+                             arguments.kwarg]:
+                if argument is not None and argument.annotation is not None:
+                    annotations.update(id(inner) for inner in ast.walk(argument.annotation))
+            if node.returns is not None:
+                annotations.update(id(inner) for inner in ast.walk(node.returns))
+        elif isinstance(node, ast.AnnAssign):
+            annotations.update(id(inner) for inner in ast.walk(node.annotation))
+    only = typing_names - bound
+    return [f"{node.lineno}: {node.id}" for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in only
+            and id(node) not in annotations and id(node) not in typing_nodes]
+
+
+def test_a_name_imported_for_the_type_checker_alone_is_not_used_at_run_time():
+    # mypy and ruff both take such an import as a definition; only running the line would say otherwise.
+    control = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from .records import RunResult\n\n"
+               "def failed(rep: RunResult) -> RunResult:\n    return RunResult(rep)\n")
+    assert _typing_only_uses(control) == ["6: RunResult"]
+    found = [f"{path.relative_to(REPO_ROOT)}:{use}" for path in sorted(PACKAGE.rglob("*.py"))
+             for use in _typing_only_uses(path.read_text(encoding="utf-8"))]
+    assert not found, f"names imported under TYPE_CHECKING, used at run time: {found}"

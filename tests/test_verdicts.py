@@ -101,7 +101,7 @@ def test_an_improved_candidate_gets_a_signed_verdict_and_every_run_is_logged(sco
     found = report["verdict"]
     assert found["verdict"] == "improved" and found["pairs"] == 3 and found["mean"] == 1.0
     assert found["candidate"]["values"] == [8.0] * 3 and found["reference"]["values"] == [7.0] * 3
-    assert found["test"] == verdict.TEST and found["ci"] == [1.0, 1.0]
+    assert found["test"] == verdict.VERDICT_TEST and found["ci"] == [1.0, 1.0]
     assert report["kind"] == "ab" and report["official"] is False and report["fingerprint"]["cores"] >= 1
     assert "IMPROVED: total candidate minus reference +1" in result.err
     outcomes = [entry for entry in log_entries(attempts_log("abhill", tree))[before:] if "report" in entry]

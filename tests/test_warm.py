@@ -74,14 +74,14 @@ def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_cod
     """`score=$(hills eval ...)` ends with the eval, not with the worker's
     housekeeping after it: here the removal of an old run folder of many
     files, which the worker is still doing when the caller's pipes close."""
-    from hills.run import evaluate
+    from hills.run import folders
 
     folder = sub(tmp_path / "s")
     first = real("hills", "eval", folder, "-H", hill)
     assert first.code == 0, first.output
     wait_for_server(warm)
     runs = hills_home() / "runs" / hill
-    for index in range(evaluate.KEEP_RUNS):  # enough runs that the oldest, below, is pruned
+    for index in range(folders.KEEP_RUNS):  # enough runs that the oldest, below, is pruned
         (runs / f"20000101T0000{index:02d}-old").mkdir(parents=True)
     oldest = runs / "19990101T000000-old"
     for index in range(200):

@@ -9,6 +9,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from typing import NoReturn
 
     Explainer = Callable[[BaseException], "HillsError | None"]
 
@@ -95,6 +96,14 @@ DEPENDENCIES = {
     "uv": "uv",
     "cryptography": "cryptography",
 }
+
+
+def leave_now(code: int) -> NoReturn:
+    """The end of a process no command returns from: a connection the
+    service forked (the parent's stack, its `finally` blocks and exit
+    handlers must not run twice) or a cluster worker whose Ray is gone. It
+    leaves at once. (hills/entry.py's `main` is the other way out.)"""
+    os._exit(code)
 
 
 def missing_dependency(exc: BaseException) -> EnvironmentProblem | None:

@@ -604,16 +604,29 @@ def sealed_read(path: Path | str) -> Any:
 
 def folder_signature(folder: Path | str, skip: Collection[str] = ()) -> dict[str, list[str | int]]:
     """{relative path: [kind, size, mtime_ns, ctime_ns, inode]} of everything
-    in `folder`. ctime cannot be set back by a user, so an edited or added
-    file always shows."""
+    in `folder`, links not followed. ctime cannot be set back by a user, so
+    an edited or added file always shows. One lstat an entry, its kind from
+    the folder listing: a large environment (10,000 files and more) is read
+    at every eval."""
     entries: dict[str, list[str | int]] = {}
-    for current, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            full = os.path.join(current, name)
-            rel = os.path.relpath(full, folder)
-            if rel in skip:
-                continue
-            st = os.lstat(full)
-            kind = "l" if os.path.islink(full) else ("d" if name in dirs else "f")
-            entries[rel] = [kind, st.st_size if kind != "d" else 0, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    pending = [(os.fspath(folder), "")]
+    while pending:
+        current, prefix = pending.pop()
+        try:
+            listing = os.scandir(current)
+        except OSError:  # as os.walk: a folder that cannot be listed holds nothing
+            continue
+        with listing:
+            for entry in listing:
+                rel = prefix + entry.name
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                    kind = "l" if entry.is_symlink() else ("d" if entry.is_dir(follow_symlinks=False) else "f")
+                except OSError:
+                    continue
+                if kind == "d":
+                    pending.append((entry.path, rel + "/"))
+                if rel in skip:
+                    continue
+                entries[rel] = [kind, st.st_size if kind != "d" else 0, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     return entries

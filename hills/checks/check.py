@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 from ..disk import uvenv
+from .shared import Result, check_env, hill_python
 from ..base.errors import HillsError
 
 TYPE_CHECKING = False
@@ -19,30 +20,6 @@ if TYPE_CHECKING:
 SHIM = os.path.join(os.path.dirname(os.path.dirname(__file__)), "shim.py")
 TEST_RUNNER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testrunner.py")
 TEST_TIMEOUT = 600
-
-
-class Result:
-    def __init__(self, name: str, status: str, detail: str) -> None:
-        self.name, self.status, self.detail = name, status, detail
-
-    def as_dict(self) -> dict[str, str]:
-        return {"check": self.name, "status": self.status, "detail": self.detail}
-
-
-def hill_python(hill_name: str, hill_dir: str) -> str:
-    """The interpreter of the environment built from the hill's working files."""
-    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
-
-
-def check_env() -> dict[str, str]:
-    """The environment of checks run in a hill's interpreter: `hills.sdk`
-    and `hills.spaces` importable as in an eval, and no bytecode written
-    into the environment (it would break its seal)."""
-    from ..run.evaluate import sdk_path
-
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    env["PYTHONPATH"] = sdk_path() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
 
 
 def bind(python: str, hill_dir: str, entry: str, params: dict[str, Any]) -> dict[str, Any]:

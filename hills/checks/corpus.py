@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 
-from .check import Result
+from .shared import Result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Any
 
-    from .check import Result
+    from .shared import Result
 
 # Bumped when a rule below changes, so a remembered gate is judged again.
 SCAN_VERSION = 2
@@ -398,7 +398,7 @@ def _scan_windows(where: str, tokens: list[str], line_of: Callable[[int], int],
 
 def environment() -> dict[str, str]:
     """The variables an eval passes on to submitted code from the caller's environment."""
-    from ..run.evaluate import ENV_ALLOW
+    from ..run.env import ENV_ALLOW
 
     return {name: os.environ[name] for name in ENV_ALLOW if name in os.environ}
 
@@ -655,7 +655,7 @@ def refresh(hill_dir: str, cache: locks.StatCache, listing: tuple[list[str], lis
     kept = [entry for entry in kept if isinstance(entry, dict)] if isinstance(kept, list) else []
     fresh = next((entry["result"] for entry in kept if entry.get("key") == key and key is not None
                   and isinstance(entry.get("result"), dict)), None)
-    from .check import Result as CheckResult
+    from .shared import Result as CheckResult
 
     if fresh is not None:
         current = CheckResult("answer leak", "ok", str(fresh.get("detail", "")) + " (remembered)")
@@ -689,15 +689,15 @@ INSTALLED_HINT = ("hint: submitted code can read what is installed where it runs
 
 def work_env(hill_dir: str) -> str:
     """The folder of the environment `hills check` builds from the hill's working files."""
-    from . import check
+    from .shared import hill_python
 
-    return os.path.dirname(os.path.dirname(check.hill_python(os.path.basename(hill_dir), hill_dir)))
+    return os.path.dirname(os.path.dirname(hill_python(os.path.basename(hill_dir), hill_dir)))
 
 
 def leak_check(hill_dir: str, cache: locks.StatCache | None = None, env_dir: str | None = None) -> Result:
     """The `answer leak` line of `hills check`: `env_dir` is the hill's
     built environment, scanned with the hills package."""
-    from .check import Result
+    from .shared import Result
     from ..base.errors import EnvironmentProblem, HillsError
 
     try:

@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 
-from .check import Result
+from .shared import Result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -733,7 +733,7 @@ def payload_config(spec: Mapping[str, Any], hill_dir: str, python: str, run_dir:
                    findings_dir: str, listeners: Listeners) -> dict[str, Any]:
     """What the payload is baked with: the paths it tries and where it writes."""
     from ..base import state
-    from ..run.evaluate import sdk_path
+    from ..run.env import sdk_path
 
     machine = state.home()
     mounts = [machine, hill_dir, run_dir, sdk_path(), os.path.dirname(os.path.dirname(python)),

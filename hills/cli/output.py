@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..checks.check import Result
+    from ..checks.shared import Result
     from ..base.progress import Progress
 
 

@@ -7,7 +7,7 @@ from ..base.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..run.evaluate import EvalRequest
+    from ..run.records import EvalRequest
 
 
 def command(request: EvalRequest, against: str, repeat: int | None, *, output: str | None, as_json: bool,
@@ -17,7 +17,8 @@ def command(request: EvalRequest, against: str, repeat: int | None, *, output: s
     import json
 
     from ..base import state
-    from ..many.verdict import run, summary
+    from ..evidence.report import verdict_line
+    from ..many.verdict import run
     from ..cli.output import emit, say
 
     if repeat is None:
@@ -35,5 +36,5 @@ def command(request: EvalRequest, against: str, repeat: int | None, *, output: s
             say(f"hills: the A/B run stopped: a run was {report.get('status')}: {report.get('reason')}")
         return code
     if not quiet:
-        say(summary(report))
+        say(verdict_line(report))
     return code

@@ -77,7 +77,7 @@ def _tell(message: str | None, hint: str | None) -> None:
 def _here(target: Hill, options: EvalOptions) -> Iterator[tuple[Mapping[str, Any], int, BaseException | None]]:
     """Each submission's eval in turn, as (line, exit code, what stopped it)."""
     from ..run import evaluate
-    from .eval import render
+    from ..cli.summary import render
 
     summaries = not (options.as_json or options.quiet)
     for submission in options.submissions:
@@ -104,7 +104,7 @@ def _on_cluster(target: Hill, on: str,
     import concurrent.futures
 
     from .. import cluster
-    from .eval import render
+    from ..cli.summary import render
 
     summaries = not (options.as_json or options.quiet)
     session = cluster.Session(target, on, say)

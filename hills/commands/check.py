@@ -11,7 +11,7 @@ from ..cli.options import CONTEXT, hill_argument, json_option
 from ..cli.output import check_line, check_teller, emit, emit_json
 
 if TYPE_CHECKING:
-    from ..checks.check import Result
+    from ..checks.shared import Result
 
 
 @click.command("check", context_settings=CONTEXT)

@@ -9,15 +9,15 @@ import json
 from ..base import errors
 from ..base.records import frozen
 from ..cli import fast
-from ..cli.output import emit, say, check_output_path
+from ..cli.output import emit, check_output_path
+from ..cli.summary import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from collections.abc import Mapping
 
-    from ..run.evaluate import EvalRequest
+    from ..run.records import EvalRequest
     from ..disk.hill import Hill
     from ..evidence.report_types import Report
     from ..run.standby import Standby
@@ -103,7 +103,7 @@ class EvalOptions:
 
     def request(self, target: Hill, submission: str) -> EvalRequest:
         """The eval of `submission` against the resolved hill `target`."""
-        from ..run.evaluate import EvalRequest
+        from ..run.records import EvalRequest
 
         return EvalRequest(target, submission, tuple(self.params), final=self.final, force=self.force,
                            current=self.current, queue=self.queue, verbose=self.verbose, repeat=self.repeat,
@@ -196,67 +196,6 @@ def _emit_report(report: Report, output: str | None, as_json: bool, summary_only
         state.atomic_write(output, text + "\n")
     if not summary_only:
         emit(text)
-
-
-def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> None:
-    """The summary of a report on stderr: verdict, metrics, config, why;
-    the hill and the submission unless the header said them already."""
-    from ..evidence.report import summary_line
-
-    if not headed:
-        tree = (report["tree_hash"] or "working tree")[:12]
-        say(f"{report['hill']} @ {tree}" + ("" if report["official"] else "  (unofficial)"))
-        say(f"  submission   {submission}")
-        if report.get("submission_hash"):
-            say(f"  hash         {report['submission_hash'][:27]}…")
-    if report["params"]:
-        say("  params       " + "  ".join(f"{k}={v}" for k, v in report["params"].items()))
-    say(f"  {summary_line(report)}")
-    for name, spread in (report.get("spread") or {}).items():
-        say(f"  spread       {name}: min {spread['min']:.6g}  max {spread['max']:.6g}  MAD {spread['mad']:.6g}"
-            f"  over {spread['n']} replicates")
-    if report.get("trial"):
-        say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
-    if report.get("unit_tests"):
-        say(f"  unit tests   {'passed' if report['unit_tests']['passed'] else 'FAILED'}")
-    for warning in report.get("warnings", []):
-        say(f"  warning      {warning}")
-    _render_config(report)
-    _render_isolation(report.get("isolation"))
-    if report.get("reason"):
-        say(f"  reason       {report['reason']}")
-    if report.get("forced"):
-        say("  note         the hill had uncommitted changes; its last commit was scored (--force)")
-    if report["official_reason"]:
-        say(f"  unofficial   {report['official_reason']}")
-
-
-def _render_config(report: Mapping[str, Any]) -> None:
-    if report.get("config"):
-        say("  config       " + "  ".join(f"{c['name']}={c['value']}{'*' if c['primary'] else ''}"
-                                         for c in report["config"])
-            + ("   (* = primary)" if any(c["primary"] for c in report["config"]) else ""))
-
-
-def _render_isolation(isolation: dict | None) -> None:
-    """One line: whether hills started submitted code, and how confined."""
-    if not isolation:
-        return
-    runs = isolation.get("runs", 0)
-    if not runs:
-        text = "submitted code not started by hills"
-    else:
-        by = ", ".join(f"{name} {count}" if count > 1 else name
-                       for name, count in isolation.get("started_by", {}).items())
-        text = (f"submitted code {isolation['submitted_code']}: {runs} run{'s' if runs > 1 else ''}"
-                + (f" ({by})" if by else ""))
-    hits = [f"{hit['cap']} (limit {hit['limit']}, seen {hit['seen']})" for hit in isolation.get("caps_hit", [])]
-    if hits:
-        text += "; cap hit: " + ", ".join(hits)
-    say(f"  isolation    {text}")
-    overrides = isolation.get("overrides")
-    if overrides:  # honoured, and able to change the score or the confinement
-        say("  overrides    " + "  ".join(f"{name}={value}" for name, value in sorted(overrides.items())))
 
 
 def __getattr__(name: str) -> object:

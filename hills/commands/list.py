@@ -18,7 +18,7 @@ def command(as_json: bool) -> int:
     path tells them apart.
     """
     from ..disk import hill
-    from ..run import evaluate
+    from ..run import pinned
 
     rows = []
     for name, entry in state.registry_entries():
@@ -28,7 +28,7 @@ def command(as_json: bool) -> int:
             # HEAD, not the registry: a plain git commit moves it too.
             target = hill.Hill(entry["path"])
             head = target.repo.head()
-            tree_hash = evaluate.pinned_tree(target, head) if head else None
+            tree_hash = pinned.pinned_tree(target, head) if head else None
         rows.append({"name": name, "path": entry["path"], "tree_hash": tree_hash, "exists": exists})
     if as_json:
         emit_json(rows)

@@ -15,7 +15,7 @@ MARKER = ".hills-env.json"
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
 
 
@@ -184,10 +184,10 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
         if os.path.isfile(marker) and os.path.exists(python_of(env_dir)) and changed_since_built(env_dir) is None:
             return python_of(env_dir)
         shutil.rmtree(env_dir, ignore_errors=True)
-        digest = env_digest(source_dir)
-        if _link_twin(name, digest, env_dir):
-            state.atomic_write(marker, json.dumps({"key": key, "built_from": str(source_dir), "digest": digest})
-                               + "\n")
+        digest, packages = env_digest(source_dir), packages_digest(source_dir)
+        built = {"key": key, "built_from": str(source_dir), "digest": digest, "packages": packages}
+        if _link_twin(name, digest, packages, env_dir):
+            state.atomic_write(marker, json.dumps(built) + "\n")
             _seal(env_dir)
             return python_of(env_dir)
         # Bytecode is compiled here, before the seal: evals write none, so a
@@ -200,39 +200,90 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
             shutil.rmtree(env_dir, ignore_errors=True)
             raise CommandFailed(argv, done.returncode, done.stderr,
                                 hint="check the hill's pyproject.toml and uv.lock ('hills check' runs the same build)")
-        state.atomic_write(marker, json.dumps({"key": key, "built_from": str(source_dir), "digest": digest})
-                           + "\n")
+        state.atomic_write(marker, json.dumps(built) + "\n")
         _seal(env_dir)
     return python_of(env_dir)
 
 
-def _link_twin(name: str, digest: str, env_dir: str) -> bool:
-    """Make `env_dir` from an intact environment of the same hill built from
-    the same pyproject.toml, uv.lock and interpreter (its twin, say the
-    working tree's of a version just committed): package files hard-linked,
-    `bin/` and pyvenv.cfg copied with the twin's path replaced. A large
-    environment (torch's is 5 GB) then costs seconds and no disk. Each
-    environment keeps its own seal, and a seal holds each file's inode and
-    ctime, so an edit through either name shows in both. A new link moves
-    a file's ctime: the twin is sealed again when nothing but ctimes moved
-    while it was linked. False when there is no twin, or linking failed
-    (the caller builds it with uv)."""
+def packages_digest(source_dir: Path | str) -> str | None:
+    """What an environment installs, whatever hill it is built for: uv.lock
+    as parsed, less the name and version of the hill's own project (never
+    installed: `--no-install-project`), pyproject.toml's `[tool.uv]` (how uv
+    installs) and the base interpreter. Two hills whose digests agree get
+    the same files; None when uv.lock cannot be read (no twin is looked for
+    in other hills then)."""
+    import tomllib
+
+    try:
+        with open(os.path.join(source_dir, "uv.lock"), "rb") as handle:
+            locked = tomllib.load(handle)
+        with open(os.path.join(source_dir, "pyproject.toml"), "rb") as handle:
+            project = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    packages = []
+    for package in locked.get("package") or []:
+        if not isinstance(package, dict):
+            return None
+        source = package.get("source")
+        if isinstance(source, dict) and (source.get("virtual") == "." or source.get("editable") == "."):
+            package = {key: value for key, value in package.items() if key not in ("name", "version")}
+        packages.append(package)
+    others = {key: value for key, value in locked.items() if key != "package"}
+    tool = project.get("tool")
+    settings = tool.get("uv") if isinstance(tool, dict) else None
+    text = json.dumps([others, sorted(json.dumps(package, sort_keys=True, default=str) for package in packages),
+                       settings, interpreter()], sort_keys=True, default=str)
+    return sha256(text.encode()).hexdigest()[:32]
+
+
+def _twins(name: str, digest: str, packages: str | None, env_dir: str) -> Iterator[str]:
+    """The environments `env_dir` may be linked from, nearest first: the
+    hill's own built from the same pyproject.toml, uv.lock and interpreter,
+    then those of any hill of this machine state that install the same
+    packages (packages_digest)."""
+    own = os.path.dirname(env_dir)
+    roots = [own]
+    if packages is not None:
+        try:
+            roots += sorted(os.path.join(state.home(), "envs", entry)
+                            for entry in os.listdir(os.path.join(state.home(), "envs")) if entry != name)
+        except OSError:
+            pass
+    for root in roots:
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for entry in entries:
+            twin = os.path.join(root, entry)
+            try:
+                with open(os.path.join(twin, MARKER), encoding="utf-8") as handle:
+                    built = json.load(handle)
+            except (OSError, ValueError):
+                continue
+            if twin == env_dir or not isinstance(built, dict):
+                continue
+            if (root == own and built.get("digest") == digest) or \
+                    (packages is not None and built.get("packages") == packages):
+                yield twin
+
+
+def _link_twin(name: str, digest: str, packages: str | None, env_dir: str) -> bool:
+    """Make `env_dir` from an intact environment that installs the same
+    files (its twin: the working tree's of a version just committed, or
+    another hill's of the same packages, _twins): package files
+    hard-linked, `bin/` and pyvenv.cfg copied with the twin's path
+    replaced. A large environment (torch's is 5 GB) then costs seconds and
+    no disk. Each environment keeps its own seal, and a seal holds each
+    file's inode and ctime, so an edit through either name shows in both. A
+    new link moves a file's ctime: the twin is sealed again when nothing but
+    ctimes moved while it was linked. False when there is no twin, or
+    linking failed (the caller builds it with uv)."""
     import shutil
 
-    root = os.path.dirname(env_dir)
-    try:
-        entries = sorted(os.listdir(root))
-    except OSError:
-        return False
-    for entry in entries:
-        twin = os.path.join(root, entry)
-        try:
-            with open(os.path.join(twin, MARKER), encoding="utf-8") as handle:
-                built = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        if twin == env_dir or not isinstance(built, dict) or built.get("digest") != digest \
-                or changed_since_built(twin) is not None:
+    for twin in _twins(name, digest, packages, env_dir):
+        if changed_since_built(twin) is not None:
             continue
         before = _signature(twin)
         try:

@@ -276,3 +276,17 @@ def summary_line(report: Mapping[str, Any], digits: int = 6) -> str:
                "interrupted": "INTERRUPTED", "implausible": "IMPLAUSIBLE"}.get(status, "?") \
         if isinstance(status, str) else "?"
     return f"{verdict:<8} {metrics}".rstrip()
+
+
+# The test the A/B verdict names (hills/many/verdict.py).
+VERDICT_TEST = "paired t-test, two-sided, on candidate minus reference per pair"
+
+
+def verdict_line(report: Mapping[str, Any]) -> str:
+    """One line for stderr: the A/B verdict of a report (hills/many/verdict.py
+    signs it), the difference and its interval."""
+    verdict = report.get("verdict") or {}
+    low, high = (verdict.get("ci") or [math.nan, math.nan])[:2]
+    return (f"{str(verdict.get('verdict', '?')).upper()}: {verdict.get('metric')} candidate minus reference "
+            f"{verdict.get('mean'):+.6g} ({int(round(100 * verdict.get('confidence', 0)))}% CI {low:+.6g} to "
+            f"{high:+.6g}, p {verdict.get('p_value'):.3g}, {verdict.get('pairs')} pairs, {VERDICT_TEST})")

@@ -16,14 +16,15 @@ from ..base.errors import Refused, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..checks.check import Result
+    from ..checks.shared import Result
+    from ..disk import verdicts
 
 BRANCH = "refs/heads/main"
 ZERO = "0" * 40
 
 
 def regenerate_locks(hill: hill_module.Hill, cache: locks.StatCache | None = None,
-                     listing: gate_module.Listing | None = None
+                     listing: verdicts.Listing | None = None
                      ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str], list[str]]:
     """Hash private/ and the blobs; write both lock files when they changed.
     `listing` is the hill's (regular, blobs) files when already listed.

@@ -4,13 +4,12 @@ and the pre-commit hook, their passing verdict remembered by content."""
 import hashlib
 import json
 import os
-import stat as stat_module
 from collections.abc import Callable
 from typing import NamedTuple
 
 from ..base import state
-from ..checks import check
-from ..disk import hill as hill_module, locks, uvenv
+from ..checks import check, shared
+from ..disk import locks, uvenv, verdicts
 from ..evidence import report
 from ..run import sandbox
 from ..base.errors import HillsError
@@ -20,8 +19,6 @@ KEY_VERSION = 1
 # Verdicts kept per hill folder, newest first: enough to go back and forth
 # between a few versions without running their tests again.
 KEPT = 8
-# A hill's files as hill.list_tree_files lists them: (regular, blobs).
-Listing = tuple[list[str], list[str]]
 
 
 def _counted_variable(name: str) -> bool:
@@ -44,12 +41,12 @@ class Gate(NamedTuple):
     """What the gate found: one result per check, and whether they were
     remembered from an earlier run over the same inputs."""
 
-    results: list[check.Result]
+    results: list[shared.Result]
     remembered: bool
-    listing: Listing | None  # the hill's files as the verdict saw them
+    listing: verdicts.Listing | None  # the hill's files as the verdict saw them
 
     @property
-    def failed(self) -> list[check.Result]:
+    def failed(self) -> list[shared.Result]:
         return [result for result in self.results if result.status == "fail"]
 
 
@@ -63,15 +60,7 @@ def _file_identity(path: str) -> list[object]:
     return [real, st.st_size, st.st_mtime_ns]
 
 
-def listing_of(hill: Hill) -> Listing | None:
-    """hill.list_tree_files, or None when it refuses (the checks then say why)."""
-    try:
-        return hill_module.list_tree_files(hill)
-    except HillsError:
-        return None
-
-
-def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str | None:
+def gate_key(hill: Hill, cache: locks.StatCache, listing: verdicts.Listing | None) -> str | None:
     """The digest of everything the gate's verdict depends on, or None when
     that cannot be known without running the checks (a hill.yaml that does
     not load, a link in the hill, no uv): then the checks run, and say why.
@@ -107,7 +96,7 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     from ..checks.corpus import VERSION as corpus_version
 
     add("cheat corpus", corpus_version)
-    entries = _file_entries(hill, cache, regular + blobs)
+    entries = verdicts.file_entries(hill, cache, regular + blobs)
     if entries is None:
         return None
     for entry in entries:
@@ -125,69 +114,18 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str
     return digest.hexdigest()
 
 
-def files_digest(hill: Hill, cache: locks.StatCache, listing: Listing | None) -> str | None:
-    """The digest of the hill's files as a commit holds them (path,
-    executable bit, content through the stat cache), the two locks aside,
-    or None when a file cannot be read: an eval of a clean committed tree
-    finds the verdict its files passed by it (passed_corpus)."""
-    if listing is None:
-        return None
-    regular, blobs = listing
-    entries = _file_entries(hill, cache, regular + blobs)
-    if entries is None:
-        return None
-    digest = hashlib.sha256()
-    for entry in entries:
-        digest.update(json.dumps(entry).encode() + b"\n")
-    return digest.hexdigest()
-
-
-def _file_entries(hill: Hill, cache: locks.StatCache, names: list[str]) -> list[list[object]] | None:
-    """[path, executable bit, content digest] of each file, sorted, the two
-    locks aside; None when one cannot be read."""
-    entries: list[list[object]] = []
-    for rel in sorted(names):
-        if rel in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK):
-            continue
-        full = os.path.join(hill.path, rel)
-        try:
-            st = os.stat(full)
-        except OSError:
-            return None
-        entries.append([rel, bool(st.st_mode & stat_module.S_IXUSR), cache.digest(full, st)])
-    return entries
-
-
-def passed_corpus(hill: Hill) -> int | None:
-    """The version of the cheat corpus a passing gate recorded for the
-    hill's files as they are now, or None when none did."""
-    cache = locks.StatCache(hill.path)
-    files = files_digest(hill, cache, listing_of(hill))
-    kept = state.sealed_read(_verdicts_path(hill))
-    for entry in kept if isinstance(kept, list) and files else []:
-        if isinstance(entry, dict) and entry.get("files") == files and isinstance(entry.get("corpus"), int):
-            return entry["corpus"]
-    return None
-
-
-def _verdicts_path(hill: Hill) -> str:
-    """Where the verdicts of one hill folder are kept, sealed."""
-    folder = hashlib.sha256(os.path.realpath(hill.path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return os.path.join(state.home(), "cache", "gate", folder + ".json")
-
-
-def _remembered(path: str, key: str) -> list[check.Result] | None:
+def _remembered(path: str, key: str) -> list[shared.Result] | None:
     """The results remembered under `key`, or None."""
     kept = state.sealed_read(path)
     if not isinstance(kept, list):
         return None
     for entry in kept:
         if isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("results"), list):
-            return [check.Result(item["check"], item["status"], item["detail"]) for item in entry["results"]]
+            return [shared.Result(item["check"], item["status"], item["detail"]) for item in entry["results"]]
     return None
 
 
-def _remember(path: str, key: str, results: list[check.Result], files: str | None = None) -> None:
+def _remember(path: str, key: str, results: list[shared.Result], files: str | None = None) -> None:
     """Keep `results` under `key`, newest first, KEPT at most, with the
     digest of the files they judged and the corpus version they passed."""
     from ..checks.corpus import NAME as corpus_name, VERSION as corpus_version
@@ -204,16 +142,16 @@ def _remember(path: str, key: str, results: list[check.Result], files: str | Non
         pass  # a machine state that cannot be written runs the checks next time, as before
 
 
-def run(hill: Hill, cache: locks.StatCache, tell: Callable[[check.Result], object] | None = None) -> Gate:
+def run(hill: Hill, cache: locks.StatCache, tell: Callable[[shared.Result], object] | None = None) -> Gate:
     """Every check with the hill's tests, or their passing verdict when the
     same inputs passed before. A failure is never remembered: it runs again
     next time. A verdict is remembered only when the inputs after the run
     are the ones before it, so a file edited while the tests ran is judged
     again. `tell` gets each check's result as it finishes, a remembered
     verdict's all at once."""
-    listing = listing_of(hill)
+    listing = verdicts.listing_of(hill)
     key = gate_key(hill, cache, listing)
-    path = _verdicts_path(hill)
+    path = verdicts.verdicts_path(hill)
     if key is not None:
         results = _remembered(path, key)
         if results is not None:
@@ -232,7 +170,7 @@ def run(hill: Hill, cache: locks.StatCache, tell: Callable[[check.Result], objec
     gate = Gate(results, False, None)
     if gate.failed:
         return gate
-    gate = gate._replace(listing=listing_of(hill))
+    gate = gate._replace(listing=verdicts.listing_of(hill))
     if key is not None and gate_key(hill, cache, gate.listing) == key:
-        _remember(path, key, results, files_digest(hill, cache, gate.listing))
+        _remember(path, key, results, verdicts.files_digest(hill, cache, gate.listing))
     return gate

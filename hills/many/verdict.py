@@ -12,17 +12,17 @@ import statistics
 
 from ..base.errors import EXIT_NO, EXIT_OK, UsageError
 from ..base.records import frozen
+from ..evidence.report import VERDICT_TEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from ..run.evaluate import EvalRequest, Outcome
+    from ..run.records import EvalRequest, Outcome
     from ..evidence.report_types import Report
 
 LEVEL = 0.05
-TEST = "paired t-test, two-sided, on candidate minus reference per pair"
 VERDICTS = ("improved", "indistinguishable", "worse")
 
 
@@ -42,7 +42,7 @@ class Decision:
     def record(self) -> dict[str, Any]:
         return {"differences": list(self.differences), "mean": self.mean,
                 "ci": [self.low, self.high], "confidence": 1 - self.level, "p_value": self.p_value,
-                "level": self.level, "test": TEST, "verdict": self.verdict}
+                "level": self.level, "test": VERDICT_TEST, "verdict": self.verdict}
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -215,13 +215,3 @@ def run(candidate: EvalRequest, reference_dir: str, pairs: int,
     report["signer"] = key.fingerprint
     report["signature"] = signing.sign(report, key)
     return report, EXIT_OK if decision.verdict == "improved" else EXIT_NO, None
-
-
-def summary(report: Mapping[str, Any]) -> str:
-    """One line for stderr: the verdict, the difference and its interval."""
-    verdict = report.get("verdict") or {}
-    low, high = (verdict.get("ci") or [math.nan, math.nan])[:2]
-    return (f"{str(verdict.get('verdict', '?')).upper()}: {verdict.get('metric')} candidate minus reference "
-            f"{verdict.get('mean'):+.6g} ({int(round(100 * verdict.get('confidence', 0)))}% CI {low:+.6g} to "
-            f"{high:+.6g}, p {verdict.get('p_value'):.3g}, {verdict.get('pairs')} pairs, {TEST})")
-

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 
+from ..evidence import report as report_module
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -254,10 +256,8 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
                 lines.append(f"                 {attempt.get('kind'):<8} {attempt.get('path')}")
     verdict = report.get("verdict")
     if isinstance(verdict, dict):
-        from ..many.verdict import summary
-
         try:
-            lines.append("  verdict      " + summary(report))
+            lines.append("  verdict      " + report_module.verdict_line(report))
         except (TypeError, ValueError, KeyError):
             lines.append("  verdict      (malformed)")
     machine = report.get("fingerprint")

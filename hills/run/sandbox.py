@@ -719,7 +719,7 @@ def trial(hill_name: str, hill_dir: str, python: str, spec: Mapping[str, Any]) -
     import tempfile
 
     from ..base import state
-    from .evaluate import sdk_path
+    from .env import sdk_path
 
     root = state.runs_dir(hill_name)
     made_root = not os.path.isdir(root)

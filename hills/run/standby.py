@@ -10,20 +10,29 @@ import os
 import shutil
 
 from ..base import state
+from ..base.errors import HillsError
 from ..disk import locks, uvenv
-from . import evaluate, runner, sandbox
+from . import runner, sandbox
+from .env import sdk_path
+from .evaluate import build_context, open_run
+from .phases import function_call, intake_folders, replicate
+from .pinned import checked_pin
+from .plan import resolve, takes_in_while_booting
+from .records import quiet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
+    from .records import EvalContext, EvalPlan, EvalRequest, Locks, Replicate
+
 class Standby:
     """A run folder held in use, the eval context and first replicate made
     for it (folders empty), and the evaluator started in it, gated."""
 
-    def __init__(self, fit: tuple[Any, ...], pristine: str, expected: evaluate.Locks, ctx: evaluate.EvalContext,
-                 rep: evaluate.Replicate, scored: evaluate.Replicate, outputs_dir: str | None,
+    def __init__(self, fit: tuple[Any, ...], pristine: str, expected: Locks, ctx: EvalContext,
+                 rep: Replicate, scored: Replicate, outputs_dir: str | None,
                  started: runner.Started, lock: contextlib.ExitStack) -> None:
         self.fit, self.pristine, self.expected, self.ctx = fit, pristine, expected, ctx
         self.rep, self.scored, self.outputs_dir = rep, scored, outputs_dir
@@ -65,7 +74,7 @@ class Standby:
                 shutil.rmtree(self.ctx.run_dir, ignore_errors=True)
         self._release()
 
-    def adopt(self, plan: evaluate.EvalPlan) -> Standby | None:
+    def adopt(self, plan: EvalPlan) -> Standby | None:
         """This standby, handed to the eval of `plan`, when the plan fits it
         (docs/standby.md, "The threat it must not open"); else None, and
         the standby is ended and its run folder removed. Only once: a later
@@ -88,32 +97,32 @@ class Standby:
             self._lock = None
 
 
-def reserve(req: evaluate.EvalRequest) -> Standby | None:
+def reserve(req: EvalRequest) -> Standby | None:
     """A standby for `req`: None where one cannot be made or would not be
     used (docs/standby.md, "Moving parts"). A refusal the eval itself would
     meet (a log that takes no entry, drifted data) is left for it to meet."""
-    plan = evaluate.resolve(req)
+    plan = resolve(req)
     spec = plan.spec
-    if req.verbose or spec["exclusive"] or not evaluate._takes_in_while_booting(plan, True):
+    if req.verbose or spec["exclusive"] or not takes_in_while_booting(plan, True):
         return None
     assert plan.tree_hash is not None
     python = uvenv.ready(plan.hill.name, plan.tree_hash)
     if python is None:
         return None
     try:
-        run_dir = evaluate._open_run(plan)
-    except evaluate.HillsError:
+        run_dir = open_run(plan)
+    except HillsError:
         return None
     lock = contextlib.ExitStack()
     ctx = None
     try:
         lock.enter_context(state.file_lock(os.path.join(run_dir, ".in-use")))
-        pristine, expected = evaluate._checked_pin(plan, locks.StatCache(plan.hill.path))
+        pristine, expected = checked_pin(plan, locks.StatCache(plan.hill.path))
         os.mkdir(os.path.join(run_dir, "hill"))
-        ctx = evaluate.build_context(plan, run_dir, expected, evaluate._quiet, python=python)
-        rep = evaluate._replicate(ctx, 0, filled=False)
-        scored, outputs_dir = evaluate._intake_folders(ctx, rep)
-        argv, env = evaluate._function_call(ctx, scored)
+        ctx = build_context(plan, run_dir, expected, quiet, python=python)
+        rep = replicate(ctx, 0, filled=False)
+        scored, outputs_dir = intake_folders(ctx, rep)
+        argv, env = function_call(ctx, scored)
         started = runner.start(argv, cwd=ctx.run_dir, env=env, stdout_path=os.path.join(run_dir, "stdout.log"),
                                stderr_path=os.path.join(run_dir, "stderr.log"), result_pipe=True,
                                own_pid_namespace=ctx.confinement.level == sandbox.LEVEL_BWRAP, gated=True,
@@ -128,21 +137,21 @@ def reserve(req: evaluate.EvalRequest) -> Standby | None:
                    started, lock)
 
 
-def _refit(plan: evaluate.EvalPlan, held: Standby) -> bool:
+def _refit(plan: EvalPlan, held: Standby) -> bool:
     """Whether the plan, resolved for this call, is the standby's, whose
     process still waits: the same version, manifest, params and machine
     state, the hill's data still matching the same lock entries, the same
     intact environment and SDK, and the same folders hidden."""
-    if not held.alive() or plan.tree_hash is None or not evaluate._takes_in_while_booting(plan, True):
+    if not held.alive() or plan.tree_hash is None or not takes_in_while_booting(plan, True):
         return False
-    _, expected = evaluate._checked_pin(plan, locks.StatCache(plan.hill.path))
+    _, expected = checked_pin(plan, locks.StatCache(plan.hill.path))
     python = uvenv.ready(plan.hill.name, plan.tree_hash)
     if python is None:
         return False
-    return _fit(plan, expected, python, evaluate.sdk_path()) == held.fit
+    return _fit(plan, expected, python, sdk_path()) == held.fit
 
 
-def _fit(plan: evaluate.EvalPlan, expected: evaluate.Locks, python: str, sdk_dir: str) -> tuple[Any, ...]:
+def _fit(plan: EvalPlan, expected: Locks, python: str, sdk_dir: str) -> tuple[Any, ...]:
     """What a standby's process depends on, of an eval's plan."""
     req = plan.request
 

@@ -17,6 +17,7 @@ import struct
 import sys
 import time
 
+from ..base.errors import leave_now
 from .. import entry
 from . import protocol, requests as service_requests
 from ..base.errors import EnvironmentProblem, HillsError, Refused, UsageError
@@ -202,7 +203,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
                 try:
                     code = Handler(conn, layout, caller, write_end).handle()
                 finally:
-                    entry.leave_now(code)
+                    leave_now(code)
             os.close(write_end)
             children[pid], ends[pid] = caller.uid, read_end
             conn.close()
@@ -621,7 +622,6 @@ class Handler:
                 return False
 
     def _run(self, typed: service_requests.Typed, argv: list[str], outputs: dict[str, str]) -> int:
-        from .. import entry
         from ..disk import hill
         from ..evidence import caller
 

@@ -10,7 +10,7 @@ import time
 
 from ..base import state
 from ..evidence import chain
-from ..run import evaluate
+from ..run import logbook
 from . import numbers, rank
 from ..run.replicates import within_noise
 from ..evidence.report import summary_line
@@ -81,7 +81,7 @@ def still_running(started: dict[str, Any], now: float | None = None) -> bool:
     pid = started.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return False
-    found = evaluate.process_start(pid)
+    found = logbook.process_start(pid)
     if found is None:
         return False
     process_state, began_ticks = found
@@ -139,7 +139,7 @@ def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
 
     The notes live in the hill's git dir, out of reach of an edit to the log.
     """
-    out = hill.repo.run("notes", f"--ref={evaluate.NOTES_REF}", "list", ok_codes=(0, 1))
+    out = hill.repo.run("notes", f"--ref={logbook.NOTES_REF}", "list", ok_codes=(0, 1))
     best: dict[str, Any] | None = None
     for line in out.splitlines():
         parts = line.split()
@@ -163,13 +163,13 @@ def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
 
 def _log_path(hill: Hill, current: bool, tree_hash: str | None) -> tuple[str | None, str | None]:
     if current:
-        return None, evaluate.attempts_path(hill.name, None, hill.path)
+        return None, logbook.attempts_path(hill.name, None, hill.path)
     if tree_hash is None:
         head = hill.repo.head()
         tree_hash = hill.repo.tree_of(head) if head else None
     if tree_hash is None:
         return None, None
-    return tree_hash, evaluate.attempts_path(hill.name, tree_hash)
+    return tree_hash, logbook.attempts_path(hill.name, tree_hash)
 
 
 def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> dict[str, Any]:

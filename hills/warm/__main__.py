@@ -20,9 +20,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from .. import entry
+    from ..base.errors import leave_now
     from .common import flush
 
     code = main(sys.argv[1:])
     flush()
-    entry.leave_now(code)
+    leave_now(code)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from ..base.errors import leave_now
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -247,9 +248,8 @@ class _Server:
             finally:
                 # Whatever happens in a worker, it never goes back into
                 # the server's loop or its clean-up.
-                from .. import entry
 
-                entry.leave_now(3)
+                leave_now(3)
         os.close(write)
         conn.close()
         self.children.add(pid)
@@ -268,9 +268,8 @@ class _Server:
                 os.close(read)
                 spare.run(self.listener, self.last_request, self.host, write)
             finally:
-                from .. import entry
 
-                entry.leave_now(3)
+                leave_now(3)
         os.close(write)
         self.spare = SpareSlot(pid, read)
 
@@ -369,14 +368,14 @@ def _now() -> float:
 
 # The modules an eval loads, for a server told nothing else (the evaluation
 # service); the warm server preloads those its first eval loaded.
-EVAL_MODULES = ("hills.commands.eval", "hills.run.evaluate", "hills.run.runner", "hills.run.sandbox",
-                "hills.evidence.chain", "hills.evidence.report", "hills.run.measures", "hills.run.seeds",
-                "hills.many.rescore", "hills.base.gitobjects", "hills.run.snapshot", "hills.disk.locks",
-                "hills.disk.uvenv", "hills.disk.pin", "hills.disk.manifest", "hills.run.replicates",
-                "hills.base.progress", "hills.evidence.signing", "hills.evidence.trust",
-                "hills.disk.hill", "hills.spaces", "hills.sdk", "hills.evidence.caller",
-                "hills.base.names", "hills.freeze.gate", "hills.disk.yamlfile", "hills.disk.schema",
-                "hills.scoringhook", "hills.base.startup", "subprocess", "json")
+EVAL_MODULES = ("hills.commands.eval", "hills.cli.summary", "hills.run.evaluate", "hills.run.runner",
+                "hills.run.sandbox", "hills.evidence.chain", "hills.evidence.report", "hills.run.measures",
+                "hills.run.seeds", "hills.run.kept", "hills.base.gitobjects", "hills.run.snapshot",
+                "hills.disk.locks", "hills.disk.uvenv", "hills.disk.pin", "hills.disk.manifest",
+                "hills.run.replicates", "hills.base.progress", "hills.evidence.signing", "hills.evidence.trust",
+                "hills.disk.hill", "hills.spaces", "hills.sdk", "hills.evidence.caller", "hills.base.names",
+                "hills.disk.verdicts", "hills.disk.yamlfile", "hills.disk.schema", "hills.scoringhook",
+                "hills.base.startup", "subprocess", "json")
 
 
 def preload(modules: Iterable[str] = EVAL_MODULES) -> None:

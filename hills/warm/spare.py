@@ -6,6 +6,7 @@ standby to that eval; any other request gets RETRY and goes to the server."""
 from __future__ import annotations
 
 import os
+from ..base.errors import leave_now
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,6 @@ def run(listener: Any, payload: bytes, host: Host, notify: int) -> None:
     same request (docs/standby.md)."""
     import signal
 
-    from .. import entry
 
     common.leave_the_server(host)
     signal.signal(signal.SIGTERM, common.on_stop)
@@ -79,7 +79,7 @@ def run(listener: Any, payload: bytes, host: Host, notify: int) -> None:
             signal.signal(signum, signal.SIG_IGN)
         if spare is not None and spare.standby is not None:
             spare.standby.discard()
-        entry.leave_now(0)
+        leave_now(0)
 
 
 def _serve_next(spare: Spare) -> None:

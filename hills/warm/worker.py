@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from ..base.errors import leave_now
 from typing import Any, NoReturn
 
 from . import client, common, protocol
@@ -68,7 +69,6 @@ def serve(conn: Any, host: Host, report: int = -1) -> None:
     to the server on `report`, for a spare (docs/standby.md)."""
     import time
 
-    from .. import entry
 
     forked = time.monotonic()
     common.leave_the_server(host)
@@ -77,7 +77,7 @@ def serve(conn: Any, host: Host, report: int = -1) -> None:
         request = Request.decode(payload)
     except (OSError, ValueError) as exc:
         common.log(host.path, f"worker {os.getpid()} refused a request: {exc}")
-        entry.leave_now(0)
+        leave_now(0)
     reason = mismatch(request, fds) or context_difference(conn, request, host) or become(request, fds)
     if reason is not None:
         decline(conn, host.path, reason)
@@ -86,14 +86,13 @@ def serve(conn: Any, host: Host, report: int = -1) -> None:
 
 def decline(conn: Any, path: str, reason: str) -> NoReturn:
     """Say DECLINE with the reason (the caller runs the eval cold), log it, leave."""
-    from .. import entry
 
     common.log(path, f"worker {os.getpid()} declined: {reason}")
     try:
         conn.sendall(protocol.reply(protocol.DECLINE, reason))
     except OSError:
         pass
-    entry.leave_now(0)
+    leave_now(0)
 
 
 def run(conn: Any, path: str, request: Request, forked: float, standby: Standby | None = None,
@@ -137,7 +136,7 @@ def run(conn: Any, path: str, request: Request, forked: float, standby: Standby 
             call()
         except Exception as exc:
             common.log(path, f"worker {os.getpid()}: housekeeping failed: {type(exc).__name__}: {exc}")
-    entry.leave_now(0)
+    leave_now(0)
 
 
 def mismatch(request: Request, fds: list[int]) -> str | None:

@@ -81,10 +81,11 @@ def gate_skipped():
     tree, registry), though no verdict is remembered, so a report on such a
     hill names no cheat corpus. Only in-process, and only here: nothing a
     hill or a climber controls turns the gate off."""
+    from hills.disk import verdicts
     from hills.freeze import gate
 
     def passed(hill, cache, tell=None):
-        return gate.Gate([], False, gate.listing_of(hill))
+        return gate.Gate([], False, verdicts.listing_of(hill))
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gate, "run", passed)

@@ -1,0 +1,55 @@
+"""The run folders of a hill: a new one per eval, the oldest pruned (never
+one in use), and a fresh path in one, with nothing at it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..base import state
+from ..base.errors import EnvironmentProblem
+
+
+KEEP_RUNS = 20
+
+
+def run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + os.urandom(4).hex()
+
+
+def fresh(path: str) -> str:
+    """`path` with nothing at it: an earlier evaluator process of this run
+    may have left a link there, and hills, unconfined, must not write
+    through it (it would write anywhere the user can)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    return path
+
+
+def prune_runs(name: str, keep: int = KEEP_RUNS) -> None:
+    """Remove the oldest run folders beyond `keep`; never one still in use."""
+    root = state.runs_dir(name)
+    try:
+        runs = sorted(e for e in os.listdir(root) if not e.startswith("."))
+    except FileNotFoundError:
+        return
+    for entry in runs[:-keep] if len(runs) > keep else []:
+        import shutil
+
+        folder = os.path.join(root, entry)
+        try:
+            # A folder made a moment ago may not hold its in-use lock yet.
+            if time.time() - os.stat(folder).st_mtime < 60:
+                continue
+        except FileNotFoundError:
+            continue
+        try:
+            with state.file_lock(os.path.join(folder, ".in-use"), blocking=False) as free:
+                if free:
+                    shutil.rmtree(folder, ignore_errors=True)
+        except EnvironmentProblem:  # a link planted as its lock: no eval holds it
+            shutil.rmtree(folder, ignore_errors=True)
