@@ -299,7 +299,8 @@ def verdict_line(report: Mapping[str, Any]) -> str:
             f"{verdict.get('mean'):+.6g} ({int(round(100 * verdict.get('confidence', 0)))}% CI {low:+.6g} to "
             f"{high:+.6g}, p {verdict.get('p_value'):.3g}, {basis}, {test})")
     count = units if isinstance(units, int) else pairs
-    if verdict.get("unit") == "pair" and isinstance(count, int) and 2.0 / 2 ** count > verdict.get("level", 0.05):
-        # A sign-flip test on n pairs gives no p below 2 / 2^n: five pairs or fewer can never tell.
-        line += f"; {count} pairs can never tell at this level: --repeat 6 or more, or per-item scores"
+    if "unit" in verdict and isinstance(count, int) and 2.0 / 2 ** count > verdict.get("level", 0.05):
+        # A sign-flip test on n units gives no p below 2 / 2^n: five or fewer can never tell.
+        line += (f"; {count} items can never tell at this level" if verdict.get("unit") == "item" else
+                 f"; {count} pairs can never tell at this level: --repeat 6 or more, or per-item scores")
     return line

@@ -153,10 +153,10 @@ def _aggregate(contributions: Sequence[float], aggregate: str) -> float:
     if aggregate == "sum":
         return math.fsum(contributions)
     if aggregate == "rms":
-        return math.sqrt(statistics.fmean(contributions))
+        return math.sqrt(math.fsum(contributions) / len(contributions))
     if aggregate == "median":
         return statistics.median(contributions)
-    return statistics.fmean(contributions)
+    return math.fsum(contributions) / len(contributions)
 
 
 def _item_keys(reference: Side, candidate: Side) -> list[str] | None:
@@ -176,7 +176,8 @@ def _item_keys(reference: Side, candidate: Side) -> list[str] | None:
 def _per_item(side: Side, keys: Sequence[str]) -> list[float]:
     """Each item's contribution averaged over the side's runs (its seeds)."""
     assert side.items is not None
-    return [statistics.fmean(_contribution(float(run[key]), side.aggregate) for run in side.items) for key in keys]
+    runs, count, aggregate = side.items, len(side.items), side.aggregate
+    return [math.fsum([_contribution(float(run[key]), aggregate) for run in runs]) / count for key in keys]
 
 
 def _interval(statistic: Callable[[Sequence[int]], float], count: int, seed: str,
