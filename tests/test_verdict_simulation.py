@@ -242,3 +242,26 @@ def test_an_effect_of_three_standard_errors_of_the_difference_is_seen_as_the_z_t
 
 def test_a_real_speedup_under_drift_is_found():
     assert _improved(lambda rng: _drifting(rng, 12, 0.15), 300, seed=2413, direction="min") / 300 >= 0.8
+
+
+def test_the_issues_case_an_rmse_over_88_patients_counts_the_patients():
+    # A deterministic reference and a candidate that moves each patient's
+    # error by a few units, its seeds by a little more: the RMSE drops by
+    # about a quarter of a unit, and the seeds alone would give an interval
+    # a few hundredths wide. Over the patients it is about two units wide.
+    rng = random.Random(2414)
+    errors = {f"patient{index}": rng.gauss(0, 60) for index in range(88)}
+    change = {key: rng.gauss(0, 5) for key in errors}
+    candidate_runs = [{key: errors[key] + change[key] + rng.gauss(0, 0.3) for key in errors} for _ in range(3)]
+
+    def rmse(run):
+        return math.sqrt(sum(value * value for value in run.values()) / len(run))
+
+    reference = verdict.Side((rmse(errors),) * 3, (errors,) * 3, "rms")
+    candidate = verdict.Side(tuple(rmse(run) for run in candidate_runs), tuple(candidate_runs), "rms")
+    decision = verdict.decide(reference, candidate, "min")
+    assert decision.unit == "item" and decision.units == 88
+    assert -0.4 < decision.mean < -0.1 and decision.high - decision.low > 1.0
+    assert decision.verdict == "indistinguishable" and decision.low < 0 < decision.high
+    by_seeds = verdict.decide(list(reference.values), list(candidate.values), "min")
+    assert by_seeds.unit == "pair" and by_seeds.high - by_seeds.low < 0.1
