@@ -265,3 +265,25 @@ def test_the_issues_case_an_rmse_over_88_patients_counts_the_patients():
     assert decision.verdict == "indistinguishable" and decision.low < 0 < decision.high
     by_seeds = verdict.decide(list(reference.values), list(candidate.values), "min")
     assert by_seeds.unit == "pair" and by_seeds.high - by_seeds.low < 0.1
+
+
+def test_control_contention_common_to_a_runs_items_fools_the_item_unit():
+    # Why a timing metric is tested by its pairs (verdict.items_of): one run
+    # in five contended slows every item of it at once, which the items'
+    # sign flips read as an effect. The same runs by their pairs hold.
+    pairs = 6
+
+    def make(rng):
+        runs = {"reference": [None] * pairs, "candidate": [None] * pairs}
+        for pair, side in verdict.order(pairs):
+            slow = 1.0 + (rng.uniform(0, 0.4) if rng.random() < 0.2 else 0.0)
+            runs[side][pair] = {f"case{index}": slow * rng.gauss(1.0, 0.03) for index in range(30)}
+        return _with_items(runs["reference"], runs["candidate"])
+
+    assert _improved(make, 200, seed=2415, direction="min") / 200 > 0.1
+
+    def by_pairs(rng):
+        reference, candidate = make(rng)
+        return list(reference.values), list(candidate.values)
+
+    assert _improved(by_pairs, 1000, seed=2416, direction="min", method=verdict.Method(resamples=5)) <= _upper(1000)

@@ -66,6 +66,9 @@ def test_an_rms_metric_is_tested_on_the_items_squares():
     ({"instances": {"a": 1, "b": float("inf")}}, None),
     ({"instances": {"a": True}}, None),
     ({"instances": {"a": 1}, "noise": {"items": None}}, None),  # they do not make the metric
+    # A timing metric: contention slows every item of a run at once; the pairs count it.
+    ({"instances": {"a": 1}, "metrics": [{"name": "wall"}], "timing_metrics": ["wall"]}, None),
+    ({"instances": {"a": 1}, "metrics": [{"name": "score"}], "timing_metrics": ["wall"]}, ({"a": 1.0}, "mean")),
     ({}, None),
 ])
 def test_the_items_of_a_report(report, expected):

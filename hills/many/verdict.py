@@ -256,10 +256,15 @@ def _primary(report: Mapping[str, Any]) -> tuple[str, str, float] | None:
 def items_of(report: Mapping[str, Any]) -> tuple[dict[str, float], str] | None:
     """The per-item scores of a report's first metric and their aggregate:
     `items.values` where the report has them, else `instances` (a mean);
-    None where it has neither, where a value is not a finite number, or
-    where the report's `noise` found they do not make the metric."""
-    noise = report.get("noise")
+    None where it has neither, where a value is not a finite number, where
+    the report's `noise` found they do not make the metric, or where the
+    metric is a timing one: a busy machine slows every item of a run at
+    once, which only the pairs of runs count."""
+    noise, metrics, timing = report.get("noise"), report.get("metrics"), report.get("timing_metrics")
     if isinstance(noise, dict) and noise.get("items") is None:
+        return None
+    first = metrics[0] if isinstance(metrics, list) and metrics and isinstance(metrics[0], dict) else {}
+    if isinstance(timing, list) and first.get("name") in timing:
         return None
     found, aggregate = report.get("items"), "mean"
     if isinstance(found, dict) and isinstance(found.get("values"), dict):
