@@ -137,12 +137,6 @@ def sign_flip_p(units: Sequence[float], method: Method = METHOD) -> float:
     return _random_p(units, observed, tolerance, method.patterns)
 
 
-def least_p(units: int) -> float:
-    """The smallest p-value the test can give `units` units: below the level
-    at 6 or more."""
-    return 2.0 / 2 ** units if units <= EXACT_UP_TO else 1.0 / (1 + METHOD.patterns)
-
-
 def _contribution(value: float, aggregate: str) -> float:
     """An item's share of the metric, in which the metric is a mean (an rms
     is the root of a mean of squares)."""
