@@ -11,9 +11,10 @@ if TYPE_CHECKING:
 
 
 def command(request: EvalRequest, against: str, repeat: int | None, *, output: str | None, as_json: bool,
-            quiet: bool) -> int:
-    """`hills eval SUB --against REF`: the A/B report on stdout (and in
-    FILE), its verdict on stderr; exit 0 when improved, 1 otherwise."""
+            quiet: bool, summary_only: bool = False) -> int:
+    """`hills eval SUB --against REF`: the A/B report on stdout (none with
+    --summary-only) and in FILE, its verdict on stderr; exit 0 when
+    improved, 1 otherwise."""
     import json
 
     from ..base import state
@@ -28,7 +29,8 @@ def command(request: EvalRequest, against: str, repeat: int | None, *, output: s
     text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
     if output:
         state.atomic_write(output, text + "\n")
-    emit(text)
+    if not summary_only:
+        emit(text)
     if stopped is not None:
         if stopped.error is not None:
             raise stopped.error

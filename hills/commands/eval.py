@@ -147,7 +147,8 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     if options.against is not None:
         from . import ab
 
-        return ab.command(request, options.against, options.repeat, output=output, as_json=as_json, quiet=quiet)
+        return ab.command(request, options.against, options.repeat, output=output, as_json=as_json, quiet=quiet,
+                          summary_only=options.summary_only)
     from ..base.progress import LINES, Progress, mode_for
 
     # On a terminal the header comes first and a live line runs below it;

@@ -278,15 +278,29 @@ def summary_line(report: Mapping[str, Any], digits: int = 6) -> str:
     return f"{verdict:<8} {metrics}".rstrip()
 
 
-# The test the A/B verdict names (hills/many/verdict.py).
-VERDICT_TEST = "paired t-test, two-sided, on candidate minus reference per pair"
+# The test the A/B verdict names (hills/many/verdict.py); a report keeps
+# the name of the test it was decided by, so an older one reads as it was.
+VERDICT_TEST = ("sign-flip permutation test, two-sided, on candidate minus reference per item over the seed "
+                "pairs (per pair without items); paired bootstrap percentile interval")
 
 
 def verdict_line(report: Mapping[str, Any]) -> str:
     """One line for stderr: the A/B verdict of a report (hills/many/verdict.py
-    signs it), the difference and its interval."""
+    signs it), the difference and its interval, and what it was tested on."""
     verdict = report.get("verdict") or {}
     low, high = (verdict.get("ci") or [math.nan, math.nan])[:2]
-    return (f"{str(verdict.get('verdict', '?')).upper()}: {verdict.get('metric')} candidate minus reference "
+    pairs, units = verdict.get("pairs"), verdict.get("units")
+    if verdict.get("unit") == "item":
+        basis = f"{units} items over {pairs} seed pairs"
+    else:
+        basis = f"{pairs} pairs"
+    test = str(verdict.get("test") or VERDICT_TEST).split(",")[0]
+    line = (f"{str(verdict.get('verdict', '?')).upper()}: {verdict.get('metric')} candidate minus reference "
             f"{verdict.get('mean'):+.6g} ({int(round(100 * verdict.get('confidence', 0)))}% CI {low:+.6g} to "
-            f"{high:+.6g}, p {verdict.get('p_value'):.3g}, {verdict.get('pairs')} pairs, {VERDICT_TEST})")
+            f"{high:+.6g}, p {verdict.get('p_value'):.3g}, {basis}, {test})")
+    count = units if isinstance(units, int) else pairs
+    if "unit" in verdict and isinstance(count, int) and 2.0 / 2 ** count > verdict.get("level", 0.05):
+        # A sign-flip test on n units gives no p below 2 / 2^n: five or fewer can never tell.
+        line += (f"; {count} items can never tell at this level" if verdict.get("unit") == "item" else
+                 f"; {count} pairs can never tell at this level: --repeat 6 or more, or per-item scores")
+    return line

@@ -46,6 +46,7 @@ class Report(TypedDict, total=False):
     replicates: int
     corpus: int | None
     trial: dict[str, Any]
+    ab: dict[str, Any]  # {role, pair, of, id}: one run of an A/B
     warnings: list[str]
     duration_s: float
     output_dropped_bytes: int

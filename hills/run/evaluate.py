@@ -105,6 +105,8 @@ def _envelope(plan: EvalPlan, run_id: str) -> Report:
     }
     if plan.trial is not None:
         envelope["trial"] = plan.trial
+    if req.ab is not None:
+        envelope["ab"] = dict(req.ab)
     if plan.knob_warning:
         envelope["warnings"] = [plan.knob_warning]
     return envelope

@@ -94,6 +94,12 @@ def _official(req: EvalRequest, tree_hash: str | None) -> tuple[bool, str | None
     from ..disk import pin
 
     official, official_reason = pin.official_status(hill, tree_hash)
+    if req.ab is not None:
+        # One run of an A/B is one draw of its side: the A/B report holds the
+        # verdict, and a lucky draw must not become the version's best.
+        official, official_reason = False, (
+            f"a run of an A/B ({req.ab.get('role')}, pair {req.ab.get('pair')} of {req.ab.get('of')}, "
+            f"A/B {req.ab.get('id')}): its verdict is the A/B report's, not a score")
     if changed and not req.force:
         raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
                         + (", ..." if len(changed) > 3 else "") + ")",

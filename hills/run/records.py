@@ -48,9 +48,14 @@ class EvalRequest:
     # Trial values for the submission's params.json: texts from --knob,
     # or typed values from a tuner.
     knobs: tuple[str, ...] | Mapping[str, Any] | None = None
+    # A run of an A/B (hills/many/verdict.py): {role, pair, of, id}, signed
+    # into its report as `ab`; such a run is never official, never a best.
+    ab: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "param_texts", tuple(self.param_texts))
+        if self.ab is not None:
+            object.__setattr__(self, "ab", types.MappingProxyType(dict(self.ab)))
         if isinstance(self.knobs, Mapping):
             object.__setattr__(self, "knobs", types.MappingProxyType(dict(self.knobs)))
         elif self.knobs is not None:

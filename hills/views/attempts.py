@@ -272,6 +272,9 @@ def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
 def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) -> str:
     report = attempt["report"]
     flags = "" if report.get("official") else "  (unofficial)"
+    ab = report.get("ab")
+    if isinstance(ab, dict):  # a run of an A/B: one draw of its side, never a best (hills/many/verdict.py)
+        flags = f"  (A/B run: {ab.get('role')}, pair {ab.get('pair')} of {ab.get('of')}, A/B {ab.get('id')})"
     reason = f"  - {report['reason']}" if report.get("reason") and report.get("status") != "passing" else ""
     from ..run.measures import audit_flag
 
