@@ -48,6 +48,7 @@ class EvalRequest:
     # Trial values for the submission's params.json: texts from --knob,
     # or typed values from a tuner.
     knobs: tuple[str, ...] | Mapping[str, Any] | None = None
+    note: str | None = None  # -m TEXT: the attempt's change in words (plan.check_note)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "param_texts", tuple(self.param_texts))
