@@ -48,5 +48,5 @@ def command(name: str, output: str | None) -> int:
         say(f"warning: the attempts log of {(chain['tree_hash'] or '')[:12]} is broken at line {chain['break_line']}")
     if invalid:
         say(f"warning: {len(invalid)} report(s) with an INVALID signature: "
-            + ", ".join(f"#{a.number}" for a in invalid[:10]))
+            + ", ".join(found.name(a) for a in invalid[:10]))
     return errors.EXIT_NO if broken or invalid else errors.EXIT_OK
