@@ -228,12 +228,12 @@ def _group(journal: Journal) -> None:
         attempt.vs_best, attempt.best_before = _primary_metric(held)[2], group.best
         if rank.sort_key(report, order) < rank.sort_key(top_report[index], order):
             group.top, top_report[index] = attempt.position, report
+        if report.get("submission_hash") and report.get("submission_hash") == held.get("submission_hash"):
+            attempt.verdict = f"same submission as {journal.name(journal.at(group.best))}"
+            continue
         if not rank.sort_key(report, order) < rank.sort_key(held, order):
             continue
-        best = journal.at(group.best)
-        if report.get("submission_hash") and report.get("submission_hash") == held.get("submission_hash"):
-            attempt.verdict = f"same submission as {journal.name(best)}"
-        elif order and within_noise(report, held, order[0][0]):
+        if order and within_noise(report, held, order[0][0]):
             attempt.verdict = "within noise"
         else:
             attempt.new_best, attempt.verdict = True, "new best"
