@@ -295,7 +295,7 @@ def noise_text(report: dict[str, Any], metric: str | None, digits: int) -> str:
         return (f"replicate range {numbers.shown(one.get('min'), digits)} … {numbers.shown(one.get('max'), digits)}"
                 f" (n={one.get('n')})")
     return "noise unknown (no per-item scores)" if not report.get("instances") else \
-        "noise unknown (the report measured none)"
+        "noise not measured (a report without its noise field)"
 
 
 def _passing_limits(journal: Journal) -> tuple[float, float] | None:
@@ -370,25 +370,28 @@ def score_plot(journal: Journal) -> str | None:
         members = [journal.at(n) for n in group.members]
         name = (f"{group.label[:12]}" if len(journal.groups) > 1 else "validation") \
             + (" (params apart)" if "ranked apart" in group.label else "")
+        again = [a for a in members if a.verdict.startswith("same submission")]
         kinds = (("new best", [a for a in members if a.new_best], "o", color),
-                 ("gain within noise", [a for a in members if not a.new_best and a.verdict], "o", "none"),
+                 ("gain within noise", [a for a in members if a.verdict == "within noise"], "o", "none"),
+                 ("the best's submission again", again, "s", "none"),
                  ("no gain", [a for a in members if not a.new_best and not a.verdict], "o", color))
         for kind, these, marker, face in kinds:
             if these:
                 axes.errorbar([a.position for a in these], [a.value for a in these], yerr=_errors(these),
                               fmt=marker, color=color, markerfacecolor=face, alpha=0.9 if kind == "new best" else 0.5,
-                              markersize=7 if kind == "new best" else 5, capsize=3, linewidth=1,
+                              markersize=5 if kind in ("gain within noise", "no gain") else 7, capsize=3, linewidth=1,
                               label=f"{name}: {kind}")
         xs, ys, lows, highs = _best_steps(journal, group)
-        axes.fill_between(xs, lows, highs, step="post", color=color, alpha=0.15, linewidth=0,
-                          label=f"{name}: noise band of the best (95%)")
+        if any(low == low for low in lows):  # NaN where the best's noise is unknown
+            axes.fill_between(xs, lows, highs, step="post", color=color, alpha=0.15, linewidth=0,
+                              label=f"{name}: noise band of the best (95%)")
         axes.step(xs, ys, where="post", color=color, linewidth=2.5,
                   label=f"{name}: best so far ({group.direction})")
     holdout = [a for a in journal.attempts if a.holdout and a.status == "passing" and a.value is not None]
     if holdout:
         axes.errorbar([a.position for a in holdout], [a.value for a in holdout], yerr=_errors(holdout), fmt="*",
                       color=HOLDOUT_COLOR, markersize=11, capsize=4, linewidth=1.2,
-                      label="holdout (--final), 95% interval")
+                      label="holdout (--final)" + (", 95% interval" if any(_errors(holdout)[1]) else ""))
     ab_runs = [a for a in journal.attempts if a.ab and a.status == "passing" and a.value is not None]
     if ab_runs:
         axes.scatter([a.position for a in ab_runs], [a.value for a in ab_runs], marker="^", color="#bbbbbb",
@@ -697,6 +700,21 @@ def _instances_section(journal: Journal) -> str:
     return intro + pictured + (f"<div class=plot>{plot}</div>" if plot else "") + table + more
 
 
+def _plot_caption(journal: Journal) -> str:
+    """What the score plot shows, and where the noise of its bests is unknown."""
+    text = ("The best so far moves only on a gain beyond noise; its band is the best's 95% interval (from the "
+            "report's noise, else its replicates' range). A higher score within it is hollow, \"within noise\"; "
+            "a second eval of the best's submission a hollow square. The holdout (--final) is its own series; "
+            "A/B runs are never a best.")
+    unknown = [group for group in journal.groups if group.best is not None
+               and interval(journal.at(group.best).report, group.metric, journal.at(group.best).value) is None]
+    if unknown:
+        said = noise_text(journal.at(unknown[0].best or 0).report, unknown[0].metric, 6)
+        text += (f" <b>The noise of the best is unknown</b>: {_e(said)}. No band is drawn, and every gain counts "
+                 "as a new best; see hills-report(5), noise.")
+    return f"<p class=meta id=plot-caption>{text}</p>"
+
+
 def render(journal: Journal) -> str:
     """The page: a header, the score plot, the groups, the holdout, the
     instances of the best, and every attempt."""
@@ -712,9 +730,7 @@ def render(journal: Journal) -> str:
         f"logs; versions: {versions}</p>",
         _summary(journal),
         "<h2>Score over attempts</h2>",
-        "<p class=meta>The best so far moves only on a gain beyond noise (the band: 95%, from the report's "
-        "noise, else its replicates' range); a higher score within it is hollow, \"within noise\". "
-        "The holdout (--final) is its own series; A/B runs are never a best.</p>",
+        _plot_caption(journal),
         f"<div class=plot id=score-plot>{plot}</div>" if plot else "<p>No attempts yet.</p>",
         "<h2>Comparable groups</h2>",
         _groups_section(journal) if journal.groups else "<p>No passing, official report yet.</p>",
