@@ -307,11 +307,11 @@ def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     dirty = _dirty(work_tree, git_dir, common_dir, sha, os.path.realpath(folder))
     if dirty is None:
         return None
-    found: dict[str, str | bool] = {"ref": f"{branch}@{sha}", "dirty": dirty}
+    lineage_of: dict[str, str | bool] = {"ref": f"{branch}@{sha}", "dirty": dirty}
     subject = _loose_subject(common_dir, sha)
     if subject:
-        found["subject"] = subject
-    return found
+        lineage_of["subject"] = subject
+    return lineage_of
 
 
 # A subject names the attempt in the journal: a line, as a note is (-m).

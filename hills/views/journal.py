@@ -133,9 +133,8 @@ def change_text(report: dict[str, Any]) -> tuple[str, str]:
     if isinstance(note, str) and note:
         return note, "note"
     lineage = report.get("submission_git")
-    subject = lineage.get("subject") if isinstance(lineage, dict) else None
-    if isinstance(subject, str) and subject:
-        return subject + (" (uncommitted changes on top)" if lineage.get("dirty") else ""), "commit"
+    if isinstance(lineage, dict) and isinstance(lineage.get("subject"), str) and lineage["subject"]:
+        return lineage["subject"] + (" (uncommitted changes on top)" if lineage.get("dirty") else ""), "commit"
     return str(report.get("submission_hash") or "no submission read")[:19], "hash"
 
 
@@ -459,10 +458,9 @@ def instance_rows(journal: Journal, group: Group) -> list[dict[str, Any]]:
         return []
     best_report = journal.at(group.best).report
     best = best_report.get("instances")
-    previous = journal.at(group.previous_best).report.get("instances") \
-        if group.previous_best is not None else None
-    if previous is not None and journal.at(group.previous_best).report.get("submission_hash") \
-            == best_report.get("submission_hash"):
+    previous_report = journal.at(group.previous_best).report if group.previous_best is not None else {}
+    previous = previous_report.get("instances")
+    if previous_report.get("submission_hash") == best_report.get("submission_hash"):
         previous = None  # a submission against itself shows only its noise
     if not isinstance(best, dict):
         return []
@@ -613,7 +611,8 @@ def budget_text(budget: dict[str, Any] | None) -> str:
     if budget["problem"]:
         return f"Holdout budget of {tree}: <span class=invalid>unknown</span>: {_e(budget['problem'])}"
     if budget["budget"] is None:
-        return f"Holdout budget of {tree}: no limit (hill.yaml sets no final.budget); {budget['used']} --final eval(s) run."
+        return (f"Holdout budget of {tree}: no limit (hill.yaml sets no final.budget); "
+                f"{budget['used']} --final eval(s) run.")
     left = max(0, budget["budget"] - budget["used"])
     return (f"Holdout budget of {tree}: <b>{left} of {budget['budget']} --final eval(s) left</b> "
             f"({budget['used']} used).")
