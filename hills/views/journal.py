@@ -317,7 +317,7 @@ def _passing_limits(journal: Journal) -> tuple[float, float] | None:
 def _best_steps(journal: Journal, group: Group) -> tuple[list[float], list[float], list[float], list[float]]:
     """The best-so-far line of a group and its noise band, as step points:
     (x, best, band low, band high), the band NaN where the best's noise is
-    unknown; from its first member to the page's last attempt."""
+    unknown; from its first member to its version's last attempt."""
     xs: list[float] = []
     ys: list[float] = []
     lows: list[float] = []
@@ -333,7 +333,9 @@ def _best_steps(journal: Journal, group: Group) -> tuple[list[float], list[float
         ys.append(best.value)
         lows.append(band[0] if band else float("nan"))
         highs.append(band[1] if band else float("nan"))
-    xs.append(journal.attempts[-1].position + 0.5)
+    # To the last attempt of the group's version: a later version's climb is another line.
+    version = journal.at(group.members[0]).version
+    xs.append(max(a.position for a in journal.attempts if a.version == version) + 0.5)
     ys.append(ys[-1])
     lows.append(lows[-1])
     highs.append(highs[-1])
