@@ -24,7 +24,7 @@ from typing import Any
 from .base import startup, state
 from .evidence import chain, report as report_module, signing, trust
 from .run import evaluate, logbook, pinned, snapshot
-from .run.plan import is_dirty, resolve_knobs, resolve_params
+from .run.plan import check_note, is_dirty, resolve_knobs, resolve_params
 from .base.errors import (EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, EnvironmentProblem,
                           HillsError, NotScored, UsageError)
 from .disk.hill import Hill
@@ -154,6 +154,7 @@ class Job:
     knobs: tuple[str, ...] | Mapping[str, Any] | None = None
     final: bool = False
     repeat: int | None = None
+    note: str | None = None  # -m TEXT, in the started entry and the node's report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -377,6 +378,8 @@ class Session:
                   "submission_hash": prepared.submission_hash, "timestamp": report_module.timestamp(), "pid": pid,
                   "host": os.uname().nodename, "pid_start": own[1] if own else None,
                   "timeout_s": spec["timeout"] * runs, "on": "ray"}
+        if job.note is not None:
+            record["note"] = job.note
         budget = spec["final"]["budget"] if job.final else None
         if budget is None:
             entry = chain.append(self.log, {"started": signing.clean_text(record)}, self.key)
@@ -438,7 +441,7 @@ class Session:
             return verdict.reason, None
         expected = {"hill": self.hill.name, "tree_hash": self.tree_hash, "commit": self.commit,
                     "submission_hash": prepared.submission_hash, "params": prepared.params,
-                    "final": prepared.job.final}
+                    "final": prepared.job.final, "note": prepared.job.note}
         for key, value in expected.items():
             if report.get(key) != value:
                 return f"it answers for {key} {report.get(key)!r}, not {value!r}", verdict.signer
@@ -467,6 +470,7 @@ class _Prepared:
             raise UsageError(f"submission '{job.submission}' is not a folder",
                              hint="a submission is a folder; pass its path")
         params = resolve_params(session.spec, job.param_texts)
+        check_note(job.note)
         request = evaluate.EvalRequest(session.hill, job.submission, job.param_texts, final=job.final,
                                        knobs=job.knobs)
         _, trial, _ = resolve_knobs(request)
@@ -481,7 +485,8 @@ class _Prepared:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         knobs = dict(job.knobs) if isinstance(job.knobs, Mapping) else list(job.knobs) if job.knobs else None
-        options = {"params": list(job.param_texts), "knobs": knobs, "final": job.final, "repeat": job.repeat}
+        options = {"params": list(job.param_texts), "knobs": knobs, "final": job.final, "repeat": job.repeat,
+                   "note": job.note}
         return cls(job, folder, buffer.getvalue(), submission_hash, params, trial, options)
 
 
@@ -656,7 +661,8 @@ def node_eval(hill_name: str, tree_hash: str, bundle_holder: list[Any], archive:
         request = evaluate.EvalRequest(resolve(hill_dir), os.path.join(work, "submission"),
                                        tuple(options.get("params") or ()), final=bool(options.get("final")),
                                        queue=True, repeat=options.get("repeat"),
-                                       knobs=tuple(knobs) if isinstance(knobs, list) else knobs)
+                                       knobs=tuple(knobs) if isinstance(knobs, list) else knobs,
+                                       note=options.get("note"))
         outcome = evaluate.evaluate(request)
     except HillsError as exc:
         return {"node": node, "exit_code": exc.exit_code, "error": exc.message, "hint": exc.hint}

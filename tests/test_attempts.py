@@ -61,7 +61,7 @@ def test_intact_history_shows_attempts_best_and_chain(log):
     assert result.code == 0, result.output
     assert "tried @ " in result.out and "3 attempt(s)" in result.out
     lines = result.out.splitlines()
-    assert lines[1] == "   SEQ  TIMESTAMP             SUBMISSION                VS BEST  RESULT"
+    assert lines[1] == "     #  TIMESTAMP             SUBMISSION                VS BEST  RESULT"
     # Every column starts where its header does.
     for line in lines[2:5]:
         assert line[6] == " " and line[8:28].endswith("Z") and line[30:37] == "blake3:" and line[65:71] == "PASSED"
@@ -69,9 +69,12 @@ def test_intact_history_shows_attempts_best_and_chain(log):
     assert [line[51:63].strip() for line in lines[2:5]] == ["first", "+2 *", "-1"]
     assert "chain intact: 6 entries" in result.out
     best = result.out.split("best:")[1]
-    assert "seq 3" in best and "total=3" in best and "(of 3 passing)" in best
+    assert "#2:" in best and "total=3" in best and "(of 3 passing)" in best
+    # One number per eval, 1, 2, 3, in the table as in the JSON; the log's seq counts started entries too.
+    assert [line[2:6].strip() for line in lines[2:5]] == ["#1", "#2", "#3"]
     data = json.loads(hills("attempts", "tried", "--json").out)
     assert [a["seq"] for a in data["attempts"]] == [1, 3, 5] and data["unfinished"] == []
+    assert [a["number"] for a in data["attempts"]] == [1, 2, 3]
     assert [a["report"]["metrics"][0]["value"] for a in data["attempts"]] == [1.0, 3.0, 2.0]
     assert data["best"][0]["report"]["metrics"][0]["value"] == 3.0
     assert data["chain"] == {"ok": True, "count": 6, "problems": [], "break_line": None}
@@ -173,3 +176,17 @@ def test_hills_chain_on_a_file_of_its_own(module_machine, tmp_path):
     verified = real("hills-chain", "verify", path)
     assert verified.code == 1 and f"chain BROKEN at line 2 of {path}" in verified.out
     assert "line 2: signature does not match its content (edited)" in verified.out
+
+
+def test_each_eval_is_numbered_once_in_the_order_it_began():
+    from hills.views.attempts import numbered
+
+    entries = [{"seq": 0, "started": {"run_id": "a"}},            # 1: began first
+               {"seq": 1, "started": {"run_id": "b"}},            # 2: still running, or abandoned
+               {"seq": 2, "report": {"run_id": "a"}, "start": {"seq": 0, "mac": "m"}},   # 1, its outcome
+               {"seq": 3, "report": {"run_id": "c"}, "start": None},  # 3: refused before it started
+               {"seq": 4, "cluster": {"event": "lost"}},          # a note, no eval
+               {"seq": 5, "report": {"run_id": "d"}},             # 4: from before started entries
+               {"seq": 6, "started": {"run_id": "e"}},            # 5
+               {"seq": 7, "report": {"run_id": "e"}, "start": {"seq": 6, "mac": "m"}}]  # 5
+    assert numbered(entries) == {0: 1, 1: 2, 2: 1, 3: 3, 5: 4, 6: 5, 7: 5}

@@ -107,10 +107,12 @@ def test_evals_run_on_the_node_and_every_report_is_verified_at_the_head(cluster,
     folders = [submission(tmp_path / name, {"score.txt": score}) for name, score in
                (("a", "3\n"), ("b", "-1\n"), ("c", "5\n"))]
     before, tree = _entries(hill_dir)
-    result = _eval_on(head, *folders, extra=("--json", "--workers", "2"))
+    result = _eval_on(head, *folders, extra=("--json", "--workers", "2", "-m", "three on the cluster"))
     assert result.code == 1, result.output  # the worst of passed, failed, passed
     reports = _lines(result.out)
     assert [r["metrics"][0]["value"] for r in reports] == [3.0, -1.0, 5.0]  # input order
+    # The note reaches the node's signed reports and the head's started entries.
+    assert [r.get("note") for r in reports] == ["three on the cluster"] * 3
     assert [r["status"] for r in reports] == ["passing", "failing", "passing"]
     from hills.evidence import signing, trust
     from hills.run import snapshot
@@ -127,6 +129,8 @@ def test_evals_run_on_the_node_and_every_report_is_verified_at_the_head(cluster,
     assert sorted((e["report"]["run_id"], json.dumps(e["report"], sort_keys=True)) for e in logged) == \
         sorted((r["run_id"], json.dumps(r, sort_keys=True)) for r in reports)
     assert all(entry["node"]["signer"] == "node-1" and entry["start"]["seq"] is not None for entry in logged)
+    started = [entry["started"] for entry in after[len(before):] if "started" in entry]
+    assert len(started) == 3 and all(record["note"] == "three on the cluster" for record in started)
     # ... and the hill's notes on the head's commit name them too.
     noted = {json.loads(line)["report"]["run_id"] for line in notes_lines(hill_dir)}
     assert {r["run_id"] for r in reports} <= noted

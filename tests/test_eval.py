@@ -304,10 +304,10 @@ def test_git_lineage_of_a_checkout_is_recorded(scored, tmp_path):
     sha = real("git", "rev-parse", "HEAD", cwd=folder).out.strip()
     clean = hills("eval", folder, "-H", "scored")
     assert clean.code == 0, clean.output
-    assert clean.report["submission_git"] == {"ref": f"trunk@{sha}", "dirty": False}
+    assert clean.report["submission_git"] == {"ref": f"trunk@{sha}", "dirty": False, "subject": "x"}
     (folder / "score.txt").write_text("2\n")
     dirty = hills("eval", folder, "-H", "scored")
-    assert dirty.report["submission_git"] == {"ref": f"trunk@{sha}", "dirty": True}
+    assert dirty.report["submission_git"] == {"ref": f"trunk@{sha}", "dirty": True, "subject": "x"}
     run_dir = hills_home() / "runs" / "scored" / dirty.report["run_id"]
     assert not (run_dir / "submission" / ".git").exists()
     plain = hills("eval", scoring(tmp_path, 1, "plain"), "-H", "scored")

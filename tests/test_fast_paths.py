@@ -41,6 +41,9 @@ EVAL_ARGV = [
     (["sub", "-H", "cp", "extra"], True),  # several DIRs
     (["sub", "sub", "-H", "cp", "--on", "ray://127.0.0.1:6379", "--workers", "2"], True),
     (["sub", "-H", "cp", "--on=ray"], True),
+    (["sub", "-H", "cp", "-m", "tune the learning rate"], True),
+    (["sub", "-H", "cp", "--note=first", "-msecond"], True),
+    (["sub", "-H", "cp", "-m"], False),
     (["sub", "-H", "cp", "--workers", "0"], False),
     (["sub", "file.txt", "-H", "cp"], False),
     (["--", "sub", "-H", "cp"], False),

@@ -53,7 +53,7 @@ def test_a_checkout_reached_through_a_link_is_found(tmp_path):
     link = tmp_path / "elsewhere" / "link"
     link.parent.mkdir()
     link.symlink_to(checkout / "inner")
-    assert git.lineage(link) == {"ref": f"trunk@{sha}", "dirty": False}
+    assert git.lineage(link) == {"ref": f"trunk@{sha}", "dirty": False, "subject": "x"}
 
 
 def test_a_folder_inside_a_bare_git_dir_has_no_lineage(tmp_path, no_git):
@@ -69,9 +69,9 @@ def test_a_linked_worktree_and_a_detached_head_are_read_from_files(tmp_path):
     (main / "file.txt").write_text("x\n")
     sha = commit_in(main)
     subprocess.run(["git", "worktree", "add", "-q", "--detach", str(tmp_path / "linked")], cwd=main, check=True)
-    assert git.lineage(tmp_path / "linked") == {"ref": f"(detached)@{sha}", "dirty": False}
+    assert git.lineage(tmp_path / "linked") == {"ref": f"(detached)@{sha}", "dirty": False, "subject": "x"}
     subprocess.run(["git", "pack-refs", "--all"], cwd=main, check=True)
-    assert git.lineage(main) == {"ref": f"trunk@{sha}", "dirty": False}
+    assert git.lineage(main) == {"ref": f"trunk@{sha}", "dirty": False, "subject": "x"}
     (tmp_path / "linked" / "new.txt").write_text("y\n")
     assert git.lineage(tmp_path / "linked")["dirty"] is True
 
@@ -84,7 +84,7 @@ def test_untracked_files_the_checkout_excludes_are_not_dirty(tmp_path):
     (folder / ".git" / "info").mkdir(exist_ok=True)
     (folder / ".git" / "info" / "exclude").write_text("*.log\n")
     (folder / "run.log").write_text("noise\n")
-    assert git.lineage(folder) == {"ref": f"trunk@{sha}", "dirty": False}
+    assert git.lineage(folder) == {"ref": f"trunk@{sha}", "dirty": False, "subject": "x"}
 
 
 # ---------------------------------------------- a checkout's config never runs
@@ -144,7 +144,7 @@ def test_a_submissions_own_fsmonitor_does_not_run_in_an_eval(tmp_path):
     folder, marker, sha = hostile_checkout(tmp_path, "fsmonitor")
     scored = hills("eval", folder, "-H", "lineaged")
     assert scored.code == 0, scored.output
-    assert scored.report["submission_git"] == {"ref": f"trunk@{sha}", "dirty": False}
+    assert scored.report["submission_git"] == {"ref": f"trunk@{sha}", "dirty": False, "subject": "x"}
     assert not marker.exists(), "hills eval ran the submission's core.fsmonitor"
     subprocess.run(["git", "status", "--porcelain"], cwd=folder, capture_output=True)
     assert marker.exists(), "the fsmonitor payload is not live: the test proves nothing"
@@ -162,6 +162,23 @@ def test_a_sha256_repository_keeps_its_lineage(tmp_path):
                    check=True)
     sha = commit_in_head(folder)
     assert len(sha) == 64
-    assert git.lineage(folder) == {"ref": f"main@{sha}", "dirty": False}
+    assert git.lineage(folder) == {"ref": f"main@{sha}", "dirty": False, "subject": "x"}
     (folder / "f.txt").write_text("b\n")
     assert git.lineage(folder)["dirty"] is True
+
+
+def test_the_subject_is_the_first_paragraph_on_one_line_and_only_a_loose_commit_has_one(tmp_path, no_git):
+    folder = tmp_path / "checkout"
+    folder.mkdir()
+    (folder / "file.txt").write_text("x\n")
+    message = "tune the\nlearning rate\x1b[31m\n\nwhy: the loss plateaued"
+    for argv in (["init", "-q", "-b", "trunk"], ["add", "."],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--cleanup=verbatim", "-m", message]):
+        subprocess.run(["git", *argv], cwd=folder, check=True, capture_output=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    common = str(folder / ".git")
+    assert git._loose_subject(common, sha) == "tune the learning rate [31m"
+    subprocess.run(["git", "gc", "-q"], cwd=folder, check=True)
+    assert not (folder / ".git" / "objects" / sha[:2] / sha[2:]).exists(), "gc left the commit loose"
+    assert git._loose_subject(common, sha) is None

@@ -54,7 +54,9 @@ def test_the_synopsis_wraps_under_the_program_name() -> None:
     synopsis = manpages.blocks("hills-eval.1")["synopsis"].splitlines()
     assert synopsis[0].startswith("| **hills eval** **-H** *NAME*")
     continued = [line for line in synopsis if line.startswith("| " + manpages.PAD)]
-    assert continued and all(line.startswith("| " + manpages.PAD * len("hills eval ") + "[") for line in continued)
+    # Each continued line starts under the first option: with an option, or the DIR argument.
+    under = "| " + manpages.PAD * len("hills eval ")
+    assert continued and all(line.startswith((under + "[", under + "*DIR")) for line in continued)
     assert synopsis[-2:] == ["| **git hill eval** [*OPTIONS*] *DIR...*", "| **hills-eval** [*OPTIONS*] *DIR...*"]
 
 

@@ -83,7 +83,7 @@ def test_rank_logged_reports_of_a_hill(reports):
     values = [entry["report"]["metrics"][0]["value"] for entry in data["groups"][0]["entries"]]
     assert values == [3.0, 2.5, 2.0, 1.0]  # the log holds the untampered 2.5
     assert [entry["report"]["status"] for entry in data["apart"]] == ["failing"]
-    assert all(entry["source"].startswith("ranked seq ") for entry in data["groups"][0]["entries"])
+    assert all(entry["source"].startswith("ranked #") for entry in data["groups"][0]["entries"])
 
 
 def test_rank_usage_errors(reports, tmp_path):

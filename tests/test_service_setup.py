@@ -410,3 +410,15 @@ def test_the_floor_is_checked_as_bytes_arrive_not_only_per_file(tmp_path, monkey
     assert refused.value.exit_code == 4 and "min_free_bytes" in refused.value.hint
     # The share of uploads in flight is the caller's: a ledger under the slots folder.
     assert (tmp_path / "slots" / str(os.getuid()) / f"upload-{os.getpid()}").read_text() == str(64 << 20)
+
+
+def test_a_note_goes_through_the_service_as_one_option_and_is_checked_by_the_eval():
+    typed = _typed("eval", submissions=[0], hill="demo", note="--final; rm -rf /")
+    argv = service_requests.argv_for(typed, {"@0": "/s/r/0"}, None)
+    assert argv == ["--hill=demo", "--note=--final; rm -rf /", "/s/r/0"]
+    from hills.commands import eval as eval_command
+
+    parsed = eval_command.DECLARED.parse(argv)
+    assert parsed is not None and parsed["note"] == "--final; rm -rf /" and parsed["final"] is False
+    with pytest.raises(errors.UsageError, match="expected a text of 1 to 4096 characters"):
+        _typed("eval", submissions=[0], hill="demo", note=7)

@@ -150,11 +150,12 @@ def test_a_killed_final_eval_is_abandoned_and_has_spent_the_budget(peek: Path, t
     assert shown.code == 0, shown.output
     assert "1 attempt(s), 1 abandoned" in shown.out
     row = next(line for line in shown.out.splitlines() if "ABANDONED" in line)
-    assert row.split()[0] == "0" and record["submission_hash"][:19] in row
+    assert row.split()[0] == "#1" and record["submission_hash"][:19] in row
     assert f"pid {process.pid} on {record['host']}" in row and "holdout budget" in row
     data = json.loads(hills("attempts", NAME, "--json").out)
     assert data["attempts"] == [] and data["best"] == []
-    assert [(u["seq"], u["status"], u["run_id"]) for u in data["unfinished"]] == [(0, "abandoned", record["run_id"])]
+    assert [(u["seq"], u["number"], u["status"], u["run_id"]) for u in data["unfinished"]] == \
+        [(0, 1, "abandoned", record["run_id"])]
 
     spent = hills("eval", folder(tmp_path, "b"), "-H", NAME, "--final")
     assert spent.code == 5, spent.output
@@ -166,7 +167,7 @@ def test_a_killed_final_eval_is_abandoned_and_has_spent_the_budget(peek: Path, t
     assert plain.report["status"] == "passing" and plain.report["final"] is False
     shown = hills("attempts", NAME)
     assert "2 attempt(s), 1 abandoned" in shown.out and "PASSED" in shown.out
-    assert [line.split()[0] for line in shown.out.splitlines()[2:4]] == ["0", "2"]
+    assert [line.split()[0] for line in shown.out.splitlines()[2:4]] == ["#1", "#2"]
     assert real("hills-chain", "verify", log).code == 0
 
 
@@ -233,7 +234,7 @@ def test_every_eval_logs_started_then_its_outcome_and_readers_list_reports_only(
     assert [a["seq"] for a in json.loads(hills("attempts", NAME, "--json").out)["attempts"]] == [1]
     ranked = hills("rank", "-H", NAME, "--json")
     assert ranked.code == 0, ranked.output
-    assert [e["source"] for g in json.loads(ranked.out)["groups"] for e in g["entries"]] == [f"{NAME} seq 1"]
+    assert [e["source"] for g in json.loads(ranked.out)["groups"] for e in g["entries"]] == [f"{NAME} #1"]
     chained = real("hills-chain", "show", log, "--json")
     assert chained.code == 0
     assert [("started" in e, "report" in e) for e in json.loads(chained.out)] == [(True, False), (False, True)]

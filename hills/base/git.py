@@ -286,7 +286,9 @@ def _entries(out: str, id_field: int) -> dict[str, tuple[str, str]]:
 
 def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     """`{"ref": "branch@sha", "dirty": bool}` when `folder` is inside a git
-    checkout, else None. Never raises: lineage is metadata.
+    checkout, with `subject`, the commit's subject line, when the commit is
+    a loose object (`_loose_subject`); else None. Never raises: lineage is
+    metadata.
 
     The checkout is not hills' own, so nothing of its repository's
     configuration may run (a `core.fsmonitor`, a filter, a hook): the
@@ -305,7 +307,38 @@ def lineage(folder: Path | str) -> dict[str, str | bool] | None:
     dirty = _dirty(work_tree, git_dir, common_dir, sha, os.path.realpath(folder))
     if dirty is None:
         return None
-    return {"ref": f"{branch}@{sha}", "dirty": dirty}
+    lineage_of: dict[str, str | bool] = {"ref": f"{branch}@{sha}", "dirty": dirty}
+    subject = _loose_subject(common_dir, sha)
+    if subject:
+        lineage_of["subject"] = subject
+    return lineage_of
+
+
+# A subject names the attempt in the journal: a line, as a note is (-m).
+MAX_SUBJECT = 200
+
+
+def _loose_subject(common_dir: str, sha: str) -> str | None:
+    """The subject of commit `sha` (its message's first paragraph, on one
+    line, as git's %s), read from its loose object file: a commit a climber
+    just made is loose, and a file read costs no git process and runs
+    nothing of the checkout. None for a packed commit, or anything odd.
+    Characters that are not printable become spaces; at most MAX_SUBJECT."""
+    import zlib
+
+    try:
+        with open(os.path.join(common_dir, "objects", sha[:2], sha[2:]), "rb") as handle:
+            packed = handle.read(1 << 20)
+        raw = zlib.decompressobj().decompress(packed, 1 << 16)
+    except (OSError, zlib.error):
+        return None
+    header, _, body = raw.partition(b"\0")
+    if not header.startswith(b"commit "):
+        return None
+    _, _, message = body.partition(b"\n\n")
+    paragraph = message.split(b"\n\n", 1)[0].decode("utf-8", "replace")
+    line = "".join(char if char.isprintable() else " " for char in " ".join(paragraph.split("\n")))
+    return " ".join(line.split())[:MAX_SUBJECT] or None
 
 
 # What a checkout's own config may tell the status call: how files are

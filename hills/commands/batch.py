@@ -108,7 +108,8 @@ def _on_cluster(target: Hill, on: str,
 
     summaries = not (options.as_json or options.quiet)
     session = cluster.Session(target, on, say)
-    jobs = [cluster.Job(submission, tuple(options.params), tuple(options.knobs) or None, options.final, options.repeat)
+    jobs = [cluster.Job(submission, tuple(options.params), tuple(options.knobs) or None, options.final, options.repeat,
+                        options.note)
             for submission in options.submissions]
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=options.workers or len(jobs)) as pool:

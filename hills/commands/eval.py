@@ -71,6 +71,9 @@ DECLARED = fast.Declared("eval", HELP, [
     fast.Option("quiet", "-q", "--quiet", flag=True, help="Print neither progress nor the summary on stderr."),
     fast.Option("progress", "--progress", flag=True,
                 help="On a terminal too, print a line per phase on stderr instead of the live line."),
+    fast.Option("note", "-m", "--note", metavar="TEXT",
+                help="Say in words what this attempt changes: one line of at most 200 characters, kept in "
+                     "the attempts log and the report (note) and shown by the journal."),
 ])
 
 
@@ -100,6 +103,7 @@ class EvalOptions:
     summary_only: bool = False
     quiet: bool = False
     progress: bool = False
+    note: str | None = None
 
     def request(self, target: Hill, submission: str) -> EvalRequest:
         """The eval of `submission` against the resolved hill `target`."""
@@ -107,7 +111,7 @@ class EvalOptions:
 
         return EvalRequest(target, submission, tuple(self.params), final=self.final, force=self.force,
                            current=self.current, queue=self.queue, verbose=self.verbose, repeat=self.repeat,
-                           knobs=tuple(self.knobs) or None)
+                           knobs=tuple(self.knobs) or None, note=self.note)
 
     def batched(self) -> bool:
         """Whether the evals go to the batch path: several DIRs, or --on."""

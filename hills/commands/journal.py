@@ -16,12 +16,16 @@ def command(name: str, output: str | None) -> int:
     """Write a hill's climb as one HTML page: plots, attempts, reasons, the best.
 
     Reads the attempts log of every version of the hill, checks each
-    report's signature, and draws the score over attempts with the best so
-    far per comparable group and the replicate spread, then lists every
-    attempt with its status, reason, unit tests, officialness and signature,
-    and the best submission's instances against the previous best. The page
-    loads nothing: its plots are inline SVG. Exits 1 when a report's
-    signature is INVALID or a log's chain is broken (the page still says so).
+    report's signature, and draws the score over attempts, numbered as
+    `hills attempts` numbers them, with the best so far per comparable
+    group inside its noise band (new best only beyond noise), the holdout
+    as its own series and the --final budget left, then lists every
+    attempt with its change in words (its -m note or commit subject), its
+    verdict, noise, status, reason, unit tests, officialness and
+    signature, and the best submission's instances against the previous
+    best. The page loads nothing: its plots are inline SVG. Exits 1 when a
+    report's signature is INVALID or a log's chain is broken (the page
+    still says so).
     """
     import os
 
@@ -48,5 +52,5 @@ def command(name: str, output: str | None) -> int:
         say(f"warning: the attempts log of {(chain['tree_hash'] or '')[:12]} is broken at line {chain['break_line']}")
     if invalid:
         say(f"warning: {len(invalid)} report(s) with an INVALID signature: "
-            + ", ".join(f"#{a.number}" for a in invalid[:10]))
+            + ", ".join(found.name(a) for a in invalid[:10]))
     return errors.EXIT_NO if broken or invalid else errors.EXIT_OK

@@ -23,7 +23,7 @@ class Report(TypedDict, total=False):
     tree_hash: str | None
     commit: str | None
     submission_hash: str | None
-    submission_git: dict[str, Any] | None  # {ref, dirty}
+    submission_git: dict[str, Any] | None  # {ref, dirty, subject}
     passed: bool
     status: str
     reason: str | None
@@ -47,6 +47,7 @@ class Report(TypedDict, total=False):
     corpus: int | None
     trial: dict[str, Any]
     ab: dict[str, Any]  # {role, pair, of, id}: one run of an A/B
+    note: str  # -m TEXT: the attempt's change in words
     warnings: list[str]
     duration_s: float
     output_dropped_bytes: int

@@ -103,6 +103,8 @@ def _envelope(plan: EvalPlan, run_id: str) -> Report:
         "timestamp": report_module.timestamp(), "report_version": report_module.REPORT_VERSION, "run_id": run_id,
         "replicates": 0, "corpus": plan.corpus,
     }
+    if req.note is not None:
+        envelope["note"] = req.note
     if plan.trial is not None:
         envelope["trial"] = plan.trial
     if req.ab is not None:

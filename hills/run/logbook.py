@@ -132,6 +132,8 @@ class Start:
                   "final": envelope["final"], "submission_hash": envelope["submission_hash"],
                   "timestamp": report_module.timestamp(), "pid": pid, "host": os.uname().nodename,
                   "pid_start": own[1] if own else None, "timeout_s": spec["timeout"] * runs}
+        if plan.request.note is not None:
+            record["note"] = plan.request.note
         path = attempts_path(plan.hill.name, plan.log_tree, plan.hill.path)
         entry = chain.append(path, {"started": signing.clean_text(record)}, plan.key)
         self.link = {"seq": entry["seq"], "mac": entry["mac"]}

@@ -56,6 +56,7 @@ def resolve(req: EvalRequest) -> EvalPlan:
         raise UsageError(f"submission '{req.submission}' is not a folder",
                          hint="a submission is a folder; pass its path")
     _refuse_state_inside(req.submission)
+    check_note(req.note)
     repeat = req.repeat if req.repeat is not None else spec["replicates"]
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UsageError(f"--repeat expects an integer >= 1, got {repeat}")
@@ -71,6 +72,30 @@ def resolve(req: EvalRequest) -> EvalPlan:
     return EvalPlan(request=req, head=head, tree_hash=tree_hash, log_tree=None if req.current else tree_hash,
                     spec=spec, params=params, trial=trial, knob_warning=knob_warning, repeat=repeat,
                     official=official, official_reason=official_reason, forced=forced, key=key, corpus=corpus)
+
+
+# A note names a change in a table cell and a plot's hover: a line, not a page.
+MAX_NOTE = 200
+
+
+def check_note(note: str | None) -> None:
+    """Refuse a note (-m TEXT) that is not one line of printable text of
+    1 to MAX_NOTE characters: it goes into the log, the signed report and
+    the journal, where a newline or a terminal's escape would forge a row."""
+    if note is None:
+        return
+    if not note.strip():
+        raise UsageError("the note given with -m is empty", hint="say in a few words what this attempt changes")
+    if len(note) > MAX_NOTE:
+        raise UsageError(f"the note given with -m is {len(note)} characters long: at most {MAX_NOTE}",
+                         hint="keep it to a line; the commit message can say more")
+    for index, char in enumerate(note):
+        # Allow-list: printable characters and the plain space; no newline,
+        # tab, escape, direction override or other control character.
+        if not char.isprintable():
+            raise UsageError(f"the note given with -m holds the control character U+{ord(char):04X} at "
+                             f"position {index + 1}: a note is one line of printable text",
+                             hint="remove newlines, tabs and escapes from the note")
 
 
 def _refuse_state_inside(submission: str) -> None:

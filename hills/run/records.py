@@ -51,6 +51,7 @@ class EvalRequest:
     # A run of an A/B (hills/many/verdict.py): {role, pair, of, id}, signed
     # into its report as `ab`; such a run is never official, never a best.
     ab: Mapping[str, Any] | None = None
+    note: str | None = None  # -m TEXT: the attempt's change in words (plan.check_note)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "param_texts", tuple(self.param_texts))

@@ -74,9 +74,21 @@ def aggregate(cores: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return combined
 
 
+def noise_se(report: dict[str, Any], metric_name: str) -> float | None:
+    """The standard error of a report's metric as its signed `noise` gives
+    it (hills-report(5): the larger of the items' and the replicates'), or
+    None where the report measured none for that metric."""
+    noise = report.get("noise")
+    if not isinstance(noise, dict) or noise.get("metric") != metric_name:
+        return None
+    se = noise.get("se")
+    return float(se) if isinstance(se, (int, float)) and not isinstance(se, bool) and se >= 0 else None
+
+
 def within_noise(better: dict[str, Any], worse: dict[str, Any], metric_name: str) -> bool:
     """True when the gap between two reports on a metric is no larger than
-    the replicate range (max - min) of either."""
+    the replicate range (max - min) of either, or than 1.96 times the
+    combined standard error of their `noise` (docs/noise.md)."""
     def value(report: dict[str, Any]) -> float | None:
         return next((m["value"] for m in report.get("metrics", []) if m["name"] == metric_name), None)
 
@@ -85,4 +97,7 @@ def within_noise(better: dict[str, Any], worse: dict[str, Any], metric_name: str
         return False
     ranges = [r["spread"][metric_name]["max"] - r["spread"][metric_name]["min"]
               for r in (better, worse) if r.get("spread", {}).get(metric_name)]
+    errors = [se for se in (noise_se(better, metric_name), noise_se(worse, metric_name)) if se is not None]
+    if errors:
+        ranges.append(1.96 * sum(se * se for se in errors) ** 0.5)
     return bool(ranges) and abs(a - b) <= max(ranges)

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 # (an integer, at least `low`), int, pair (NAME=VALUE), choice, ray (the
 # --on value, held against the service's config), folder and file (the
 # index of a stream the client sends), output (true: the service makes the
-# file in its request folder and sends its bytes back; the client writes it).
-KINDS = frozenset({"flag", "hill", "tree", "count", "int", "pair", "choice", "ray", "folder", "file", "output"})
+# file in its request folder and sends its bytes back; the client writes it),
+# text (a string the command checks itself, such as the note of -m).
+KINDS = frozenset({"flag", "hill", "tree", "count", "int", "pair", "choice", "ray", "folder", "file", "output",
+                   "text"})
 STREAMED = frozenset({"folder", "file"})
 RECORD_KEYS = frozenset({"type", "version", "verb", "fields"})
 MAX_STREAMS = 100
@@ -97,6 +99,7 @@ VERBS: dict[str, Verb] = {verb.name: verb for verb in (
         _field("summary-only", "flag"),
         _field("quiet", "flag"),
         _field("progress", "flag"),
+        _field("note", "text"),
     )),
     Verb("tune", (
         _field("submission", "folder", positional=True, required=True),

@@ -134,6 +134,32 @@ def unfinished(entries: list[dict[str, Any]], now: float | None = None) -> list[
     return rows
 
 
+def numbered(entries: list[dict[str, Any]]) -> dict[int, int]:
+    """The attempt number of each eval of a log, by the index of its lines
+    (its started entry and its outcome get the same number): evals counted
+    1, 2, 3... in the order of their first line, the `started` entry, or
+    the outcome itself for an eval stopped before one was logged (and for
+    logs from before started entries). The one numbering of `attempts`,
+    `rank -H` and the journal (docs/noise.md): an eval's number is fixed
+    when it starts, so a running one keeps it once it ends, and the log's
+    `seq`, which counts started entries and notes too, never shows as one."""
+    starts = {entry.get("seq"): index for index, entry in enumerate(entries)
+              if isinstance(entry.get("started"), dict)}
+    firsts = set(starts.values())
+    owner: dict[int, int] = {}  # outcome line -> the first line of its eval
+    for index, entry in enumerate(entries):
+        if not isinstance(entry.get("report"), dict):
+            continue
+        start = entry.get("start")
+        begun = starts.get(start.get("seq")) if isinstance(start, dict) else None
+        # No started entry in the log (stopped before one, an older log): the outcome is the eval's first line.
+        owner[index] = begun if begun is not None and begun < index else index
+        firsts.add(owner[index])
+    number = {index: count for count, index in enumerate(sorted(firsts), 1)}
+    return {**{index: number[index] for index in starts.values()},
+            **{index: number[first] for index, first in owner.items()}}
+
+
 def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
     """The newest {seq, mac} recorded in the notes of commits with `tree_hash`.
 
@@ -204,12 +230,16 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
         entries = chain.read(path)
         still = {entry.get("seq") for _, entry in _without_outcome(entries)}
         result["unfinished"] = [row for row in result["unfinished"] if row["seq"] in still]
+    number = numbered(entries)
+    for row in result["unfinished"]:
+        row["number"] = number.get(row["line"] - 1)
     for index, entry in enumerate(entries):
         report = entry.get("report")
         if not isinstance(report, dict):
             continue
-        result["attempts"].append({"seq": entry.get("seq"), "line": index + 1, "report": report})
-        items.append((f"seq {entry.get('seq')}", report))
+        result["attempts"].append({"number": number[index], "seq": entry.get("seq"), "line": index + 1,
+                                   "report": report})
+        items.append((f"#{number[index]}", report))
     against_best(result["attempts"])
     ranked = rank.rank(items, key, trusted())
     result["best"] = [{"primary": g["primary"], "params_apart": g["params_apart"],
@@ -265,8 +295,10 @@ def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
     tree_hash, path = _log_path(hill, False, None)
     if not path or not os.path.exists(path):
         return []
-    return [(f"{hill.name} seq {entry.get('seq')}", entry["report"])
-            for entry in chain.read(path) if isinstance(entry.get("report"), dict)]
+    entries = chain.read(path)
+    number = numbered(entries)
+    return [(f"{hill.name} #{number[index]}", entry["report"])
+            for index, entry in enumerate(entries) if isinstance(entry.get("report"), dict)]
 
 
 def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) -> str:
@@ -279,7 +311,7 @@ def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) ->
     from ..run.measures import audit_flag
 
     flag = audit_flag(report)
-    return (f"  {attempt['seq']!s:>4}  {report.get('timestamp', '?'):<20}  "
+    return (f"  {'#' + str(attempt['number']):>4}  {report.get('timestamp', '?'):<20}  "
             f"{(report.get('submission_hash') or '-')[:19]:<19}  {_versus(attempt):>12}  "
             f"{summary_line(report, digits)}{flags}{reason}"
             + (f"  ! {flag}" if flag else ""))
@@ -294,7 +326,7 @@ def _unfinished_row(row: dict[str, Any]) -> str:
     note = row.get("cluster")
     if isinstance(note, dict):  # sent to a cluster, which gave no report the head accepted
         said = f"{row['status'].upper()}{final}  - on the cluster: {note.get('reason') or '?'}"
-    return (f"  {row['seq']!s:>4}  {str(started.get('timestamp', '?')):<20}  "
+    return (f"  {'#' + str(row.get('number')):>4}  {str(started.get('timestamp', '?')):<20}  "
             f"{str(started.get('submission_hash') or '-')[:19]:<19}  {'':>12}  {said}")
 
 
@@ -307,7 +339,7 @@ def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
     emit(f"{result['hill']} @ {tree}: {len(result['attempts']) + len(unfinished_rows)} attempt(s)"
          + (f", {abandoned} abandoned" if abandoned else ""))
     if result["attempts"] or unfinished_rows:
-        emit(f"  {'SEQ':>4}  {'TIMESTAMP':<20}  {'SUBMISSION':<19}  {'VS BEST':>12}  RESULT")
+        emit(f"  {'#':>4}  {'TIMESTAMP':<20}  {'SUBMISSION':<19}  {'VS BEST':>12}  RESULT")
     rows = [(attempt["line"], _attempt_row(attempt, digits)) for attempt in result["attempts"]]
     rows += [(row["line"], _unfinished_row(row)) for row in unfinished_rows]
     for _, row in sorted(rows, key=lambda pair: pair[0]):
