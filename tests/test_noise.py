@@ -342,3 +342,29 @@ def test_an_eval_signs_its_noise_and_the_views_say_it(counted, tmp_path):
     assert "items" not in final.report and final.report["noise"]["items"]["n"] == 88
     table = hills("attempts", "counted").out
     assert "--final seq" in table and "beside validation" in table and "the same submission" in table
+
+
+# ---------------------------------------------------------------- the evaluator-contract check
+
+def test_the_contract_check_warns_of_an_infinity_for_a_min_metric(tmp_path):
+    from hills.checks import check
+
+    (tmp_path / "eval.py").write_text("import math\n\ndef eval(submission, *, final=False):\n"
+                                      "    # a comment naming float('inf') is no infinity\n"
+                                      "    return {'metrics': [{'value': float('inf')}]}\n")
+    spec = {"metrics": [{"name": "rmse", "direction": "min"}], "evaluator": {"shape": "function",
+                                                                             "entry": "eval.py"}}
+    said = check.infinite_failure(spec, str(tmp_path))
+    assert said is not None and said.startswith("eval.py:5 writes an infinity")
+    assert "min metric 'rmse' needs a finite value" in said
+    # A max metric's failing result may be anything finite or not: a zero is the usual one.
+    assert check.infinite_failure({**spec, "metrics": [{"name": "acc", "direction": "max"}]}, str(tmp_path)) is None
+    (tmp_path / "eval.py").write_text("def eval(submission, *, final=False):\n    return {'value': 1e308}\n")
+    assert check.infinite_failure(spec, str(tmp_path)) is None
+    # A command verifier: the script and the hill's Python files it runs.
+    (tmp_path / "verifier.sh").write_text('exec "$HILLS_SCORING_PYTHON" problem/score.py\n')
+    (tmp_path / "score.py").write_text("import math\nscore = math.inf\n")
+    command_spec = {"metrics": [{"name": "bins", "direction": "min"}],
+                    "evaluator": {"shape": "command", "entry": ["bash", "problem/verifier.sh"]}}
+    said = check.infinite_failure(command_spec, str(tmp_path))
+    assert said is not None and said.startswith("score.py:2 writes an infinity")

@@ -81,7 +81,7 @@ def render(result: dict) -> None:
                  f"{(report.get('submission_hash') or '')[:19]}  {entry['source']}  [{report_label(report)}]"
                  f"{noise}")
         chosen = group.get("selection")
-        if chosen and chosen["n"] > 1:
+        if chosen and chosen["n"] > 1 and chosen["bound"] is not None:
             emit(f"      {chosen['label']}")
         first = group["metric_order"][0]["name"] if group["metric_order"] else ""
         if len(values) > 1 and not any(entry["report"].get("spread") or noise_se(entry["report"], first) is not None

@@ -178,7 +178,7 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
     key = machine_keys()
     tree_hash, path = _log_path(hill, current, tree_hash)
     result: dict[str, Any] = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
-              "unfinished": [], "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
+              "finals": [], "unfinished": [], "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
     if path is None:
         return result
     verdict = chain.verify(path, key)
