@@ -291,6 +291,8 @@ ITEMS_EVAL = """\
         }
         if (Path(submission) / "items").exists():
             result["items"] = {"metric": "accuracy", "aggregate": "mean", "values": values}
+        if (Path(submission) / "bad").exists():
+            result["items"] = {"metric": "accuracy", "aggregate": "mean", "values": {"row-000": "right"}}
         return result
     """
 
@@ -342,6 +344,14 @@ def test_an_eval_signs_its_noise_and_the_views_say_it(counted, tmp_path):
     assert "items" not in final.report and final.report["noise"]["items"]["n"] == 88
     table = hills("attempts", "counted").out
     assert "--final seq" in table and "beside validation" in table and "the same submission" in table
+
+
+@pytest.mark.slow
+def test_an_eval_with_malformed_items_is_buggy_and_names_the_key(counted, tmp_path):
+    result = hills("eval", submission(tmp_path / "bad", {"right.txt": "3", "bad": ""}), "-H", "counted")
+    assert result.code == 1, result.output
+    assert result.report["status"] == "buggy"
+    assert "'items'.values['row-000'] must be a finite number, got str" in result.report["reason"]
 
 
 # ---------------------------------------------------------------- the evaluator-contract check

@@ -30,7 +30,7 @@ def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> 
             f"  over {spread['n']} replicates")
     noise = report.get("noise")
     if isinstance(noise, dict) and isinstance(noise.get("label"), str):
-        say(f"  noise        {noise['label']}")
+        say(f"  {noise['label']}")
     if report.get("trial"):
         say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
     if report.get("unit_tests"):

@@ -20,7 +20,7 @@ def _noise_line(report: dict[str, Any]) -> str:
     """The report's noise label, and what it comes from (hills-report(5), `noise`)."""
     from ..run.noise import report_label
 
-    line = f"{'noise':<20} {report_label(report)}"
+    line = report_label(report)
     noise = report.get("noise")
     if not isinstance(noise, dict):
         return line
