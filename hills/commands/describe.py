@@ -55,7 +55,8 @@ def render(described: dict) -> None:
              f"({metric['direction']})" + _bounds_text(metric) + _timing_text(metric))
     for best in described.get("best") or []:
         primary = "  ".join(f"{p['name']}={p['value']}" for p in best["primary"]) or "no primary config"
-        emit(f"- best so far [{primary}]: {best['metric']} {best['value']} ({best['source']}, of "
+        value = f"{best['value']:.6g}" if isinstance(best["value"], (int, float)) else best["value"]
+        emit(f"- best so far [{primary}]: {best['metric']} {value} ({best['source']}, of "
              f"{best['candidates']}); {best['noise_label']}")
         if best["selection"] and best["selection"]["n"] > 1:
             emit(f"  {best['selection']['label']}")
