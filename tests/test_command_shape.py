@@ -138,7 +138,7 @@ def test_parse_result_keeps_finite_side_metrics_and_names_the_rest(tmp_path):
     path.write_text(json.dumps({"score": 2, "a": 1, "b": 0.5, "c": "x", "d": True, "e": None, "f": [1],
                                 "g": float("nan"), "h": 10 ** 400, "instances": {"i": 1},
                                 "report": {"overall": {"score": float("nan")}}}))
-    score, side, dropped, instances, block = command.parse_result(str(path))
+    score, side, dropped, instances, block, _items = command.parse_result(str(path))
     assert score == 2 and side == {"a": 1, "b": 0.5} and sorted(dropped) == list("cdefgh")
     assert instances == {"i": 1}
     # One NaN inside the report block costs the block's number, not the eval.

@@ -19,7 +19,7 @@ from hills import manpages
 from hills.cli import registry as cli
 from hills.disk import manifest
 from hills.evidence import report
-from hills.run import command, evaluate, logbook, measures, replicates
+from hills.run import command, evaluate, logbook, measures, noise, replicates
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "bin"
@@ -234,6 +234,8 @@ def test_report_page_documents_every_envelope_field():
     fields |= _assigned_keys(Path(replicates.__file__).read_text(encoding="utf-8"), "combined")
     # What hills saw of the submitted code (measures.attach), and an A/B run's report.
     fields |= _assigned_keys(Path(measures.__file__).read_text(encoding="utf-8"), "envelope")
+    # The noise of the score, from replicates and items (noise.attach).
+    fields |= _assigned_keys(Path(noise.__file__).read_text(encoding="utf-8"), "envelope")
     fields |= {"verdict"}
     assert "signature" in fields and "tree_hash" in fields
     source = MAN_DIR / "hills-report.5.rst"

@@ -73,7 +73,9 @@ def test_rank_human_table(reports):
     assert lines[1].lstrip().startswith("1. PASSED") and "total=3" in lines[1] and " best " in lines[1]
     # Each below the best with its change from it.
     assert "total=2 " in lines[2] and " -1 " in lines[2] and "total=1 " in lines[3] and " -2 " in lines[3]
-    assert lines[4] == "      (none has replicates: no gap is judged noise; run --repeat N where scores vary)"
+    assert lines[4] == ("      (noise unknown: no entry has per-item scores or replicates, so no gap is judged noise; "
+                        "report items, or run --repeat N where scores vary)")
+    assert lines[1].endswith("[noise unknown (no per-item scores)]")
     assert lines[5] == "not ranked:"
     assert str(reports["tampered"]) in lines[6] and "INVALID" in lines[6]
 

@@ -120,15 +120,18 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
     # After the environment: what it installs is scanned too.
     results.append(leakscan.leak_check(hill_dir, env_dir=os.path.dirname(os.path.dirname(python))))
 
+    infinite = infinite_failure(spec, hill_dir)
     if shape == "function":
         defaults = {key: param["default"] for key, param in spec["params"].items()}
         bound = bind(python, hill_dir, entry, defaults)
         if not bound.get("ok"):
             results.append(Result("evaluator contract", "fail", bound.get("error", "does not bind")))
             return results
-        results.append(Result("evaluator contract", "ok", f"{bound['signature']} imports and binds"))
+        said = f"{bound['signature']} imports and binds"
     else:
-        results.append(Result("evaluator contract", "ok", "command: " + " ".join(entry)))
+        said = "command: " + " ".join(entry)
+    results.append(Result("evaluator contract", "warn", f"{said}; {infinite}") if infinite
+                   else Result("evaluator contract", "ok", said))
 
     if tests:
         results.append(run_tests(python, hill_dir))
@@ -142,6 +145,61 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
 
         results.append(corpus.cheat_corpus(spec, name, hill_dir))
     return results
+
+
+# An infinity spelled in Python or JSON: a failing result of a `min` metric
+# given one is buggy (a report holds finite numbers only), not failing.
+INFINITY_RE = re.compile(r"""float\(\s*['"][+-]?inf(inity)?['"]\s*\)|\b(math|np|numpy|torch)\.inf\b|"""
+                         r"""-?\bInfinity\b""", re.IGNORECASE)
+
+
+def infinite_failure(spec: Mapping[str, Any], hill_dir: str) -> str | None:
+    """What the evaluator-contract check says of a hill with a `min` metric
+    whose evaluator's source writes an infinity (the worst score one might
+    give a failing result), or None: the file, the line and the fix."""
+    names = [metric["name"] for metric in spec.get("metrics") or [] if metric.get("direction") == "min"]
+    if not names:
+        return None
+    entry = spec["evaluator"]["entry"]
+    sources = [entry] if isinstance(entry, str) else [arg for arg in entry if not arg.startswith("-")]
+    for relative in sources:
+        # A command runs in the submission's copy, where ./problem is the hill.
+        path = os.path.join(hill_dir, relative[len("problem/"):] if relative.startswith("problem/") else relative)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        for found in _infinite_lines(path, hill_dir):
+            return (f"{found} writes an infinity: a failing result of min metric '{names[0]}' needs a finite "
+                    f"value (an infinite one makes the eval buggy, not failing); give the worst finite score "
+                    f"instead, such as a large penalty")
+    return None
+
+
+def _infinite_lines(path: str, hill_dir: str) -> list[str]:
+    """`FILE:LINE` of each line of the evaluator's file, and of the hill's
+    Python files it names (a verifier.sh that runs score.py), that spells
+    an infinity."""
+    found: list[str] = []
+    files = [path]
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(1024 * 1024)
+    except OSError:
+        return found
+    for named in re.findall(r"[\w./-]+\.py\b", text) if not path.endswith(".py") else []:
+        for candidate in (os.path.join(hill_dir, named), os.path.join(hill_dir, os.path.basename(named))):
+            if os.path.isfile(candidate) and candidate not in files:
+                files.append(candidate)
+                break
+    for each in files:
+        try:
+            with open(each, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read(1024 * 1024).splitlines()
+        except OSError:
+            continue
+        for number, line in enumerate(lines, 1):
+            if INFINITY_RE.search(line.split("#", 1)[0]):
+                found.append(f"{os.path.relpath(each, hill_dir)}:{number}")
+    return found
 
 
 # The first words of the note to the hill's author in the default

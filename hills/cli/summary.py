@@ -28,6 +28,9 @@ def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> 
     for name, spread in (report.get("spread") or {}).items():
         say(f"  spread       {name}: min {spread['min']:.6g}  max {spread['max']:.6g}  MAD {spread['mad']:.6g}"
             f"  over {spread['n']} replicates")
+    noise = report.get("noise")
+    if isinstance(noise, dict) and isinstance(noise.get("label"), str):
+        say(f"  {noise['label']}")
     if report.get("trial"):
         say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
     if report.get("unit_tests"):

@@ -53,6 +53,13 @@ def render(described: dict) -> None:
     for metric in described["metrics"]:
         emit(f"- {metric['name']}: {'higher' if metric['direction'] == 'max' else 'lower'} is better "
              f"({metric['direction']})" + _bounds_text(metric) + _timing_text(metric))
+    for best in described.get("best") or []:
+        primary = "  ".join(f"{p['name']}={p['value']}" for p in best["primary"]) or "no primary config"
+        value = f"{best['value']:.6g}" if isinstance(best["value"], (int, float)) else best["value"]
+        emit(f"- best so far [{primary}]: {best['metric']} {value} ({best['source']}, of "
+             f"{best['candidates']}); {best['noise_label']}")
+        if best["selection"] and best["selection"]["n"] > 1:
+            emit(f"  {best['selection']['label']}")
     emit()
     emit("## Task")
     emit(described["readme"].rstrip())

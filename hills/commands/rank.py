@@ -37,6 +37,7 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
     result = rank.rank(items, machine_keys(), trusted())
     if as_json:
         emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
+                                                    "noise_label": e["noise_label"],
                                                     "noise": e["noise"], "report": e["report"]}
                                                    for e in g["entries"]]}
                               for g in result["groups"]],
@@ -58,6 +59,8 @@ def render(result: dict) -> None:
     from ..views import numbers
     from ..views.rank import apart_text
     from ..evidence.report import summary_line
+    from ..run.noise import report_label
+    from ..run.replicates import noise_se
 
     for group in result["groups"]:
         primary = "  ".join(f"{p['name']}={p['value']}" for p in group["primary"]) or "no primary config"
@@ -75,10 +78,17 @@ def render(result: dict) -> None:
             noise = "  (within noise of the one above)" if entry["noise"] else ""
             behind = numbers.change(value, values[0]) if entry["position"] > 1 else "best"
             emit(f"  {entry['position']:>3}. {summary_line(report, digits)}  {behind:>9}  "
-                 f"{(report.get('submission_hash') or '')[:19]}  {entry['source']}{noise}")
-        if len(values) > 1 and not any(entry["report"].get("spread") for entry in group["entries"]):
-            # Noise is judged from replicates: without them no gap is called noise.
-            emit("      (none has replicates: no gap is judged noise; run --repeat N where scores vary)")
+                 f"{(report.get('submission_hash') or '')[:19]}  {entry['source']}  [{report_label(report)}]"
+                 f"{noise}")
+        chosen = group.get("selection")
+        if chosen and chosen["n"] > 1 and chosen["bound"] is not None:
+            emit(f"      {chosen['label']}")
+        first = group["metric_order"][0]["name"] if group["metric_order"] else ""
+        if len(values) > 1 and not any(entry["report"].get("spread") or noise_se(entry["report"], first) is not None
+                                       for entry in group["entries"]):
+            # Without replicates or items nothing says how large noise is.
+            emit("      (noise unknown: no entry has per-item scores or replicates, so no gap is judged noise; "
+                 "report items, or run --repeat N where scores vary)")
     if result["apart"]:
         emit("not ranked:")
         for entry in result["apart"]:

@@ -326,6 +326,14 @@ interpreter's start), 0.5 when left out."""),
     Key("claim_slack", scalar("a number of seconds >= 0", lambda value: is_number(value) and value >= 0),
         kind="number", note="default 0.1, with claimed only",
         doc="Seconds allowed beside `claim_tolerance`, 0.1 when left out."),
+    Key("items", one_of("mean", "sum", "rms", "median"), kind="string", note="default none",
+        doc="""How the metric's per-item scores aggregate into it: `mean`, `sum`, `rms`
+(root mean square) or `median`. The evaluator's `instances` (or its `items`
+without an `aggregate`) are then read as the metric's items: hills holds
+them to the metric's value and resamples them to estimate the metric's
+sampling noise on the split (hills-report(5), `noise`). Where left out,
+`instances` are a breakdown only and a deterministic evaluator's noise is
+unknown."""),
 ), rule=_metric_rule)
 
 BLOBS_KEYS = Table("a mapping with track and threshold", (

@@ -11,6 +11,8 @@ from .. import __version__
 from ..base.digests import sha256
 
 REPORT_VERSION = 1
+# How per-item scores aggregate into their metric (hills-report(5), `items`).
+AGGREGATES = ("mean", "sum", "rms", "median")
 STATUSES = ("passing", "failing", "buggy", "refused", "interrupted", "implausible")
 
 TYPE_CHECKING = False
@@ -42,7 +44,7 @@ def normalize_core(value: object, declared: Sequence[Mapping[str, Any]] = ()) ->
     those hill.yaml `declared` (when it declares any); return the report core."""
     if not isinstance(value, dict):
         raise Malformed(f"eval() must return a dict, got {type(value).__name__}")
-    allowed = {"passed", "metrics", "config", "details", "instances", "report"}
+    allowed = {"passed", "metrics", "config", "details", "instances", "items", "report"}
     unknown = sorted(set(value) - allowed)
     if unknown:
         raise Malformed(f"unknown key '{unknown[0]}' in the result (allowed: {', '.join(sorted(allowed))})")
@@ -96,12 +98,43 @@ def normalize_core(value: object, declared: Sequence[Mapping[str, Any]] = ()) ->
         if not isinstance(instances, dict):
             raise Malformed("'instances' must be a mapping of name to number")
         core["instances"] = {str(k): _finite(v, f"instances[{k!r}]") for k, v in instances.items()}
+    if value.get("items") is not None:
+        core["items"] = check_items(value["items"], [metric["name"] for metric in core_metrics], "'items'")
     if "report" in value and value["report"] is not None:
         if not isinstance(value["report"], dict):
             raise Malformed("'report' must be a mapping")
         _check_json_finite(value["report"], "report")
         core["report"] = value["report"]
     return core
+
+
+def check_items(value: object, metric_names: Sequence[str], where: str) -> dict[str, Any]:
+    """A result's `items`, both shapes: {"metric": NAME, "aggregate": HOW,
+    "values": {KEY: number}}, NAME one of the result's metrics and HOW one
+    of AGGREGATES (left out: hill.yaml's `items` of the metric says it)."""
+    expected = '{"metric": NAME, "aggregate": "mean"|"sum"|"rms"|"median", "values": {KEY: number}}'
+    if not isinstance(value, dict):
+        raise Malformed(f"{where} must be an object {expected}, got {type(value).__name__}")
+    unknown = sorted(set(value) - {"metric", "aggregate", "values"})
+    if unknown:
+        raise Malformed(f"unknown key '{unknown[0]}' in {where} (allowed: aggregate, metric, values)")
+    metric = value.get("metric")
+    if not isinstance(metric, str) or metric not in metric_names:
+        raise Malformed(f"{where}.metric must name one of the result's metrics ({', '.join(metric_names)}), "
+                        f"got {metric!r}")
+    aggregate = value.get("aggregate")
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise Malformed(f"{where}.aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+    values = value.get("values")
+    if not isinstance(values, dict) or not values:
+        got = "an empty object" if isinstance(values, dict) else "nothing" if values is None \
+            else type(values).__name__
+        raise Malformed(f"{where}.values must be a non-empty object of item key to number, got {got}")
+    checked = {str(key): _finite(item, f"{where}.values[{str(key)!r}]") for key, item in values.items()}
+    found: dict[str, Any] = {"metric": metric, "values": checked}
+    if aggregate is not None:
+        found["aggregate"] = aggregate
+    return found
 
 
 def _check_declared(metrics: Sequence[Mapping[str, Any]], declared: Sequence[Mapping[str, Any]]) -> None:

@@ -62,6 +62,8 @@ class Report(TypedDict, total=False):
     seeds: dict[str, Any]
     verdict: dict[str, Any]
     instances: dict[str, float]
+    items: dict[str, Any]  # {metric, aggregate, values}
+    noise: dict[str, Any]  # {metric, replicates, items, items_reason, se, label}
     side_metrics: dict[str, float]
     spread: dict[str, dict[str, Any]]  # metric name -> {min, max, mad, n}
     report: dict[str, Any]

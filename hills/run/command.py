@@ -7,7 +7,7 @@ import json
 import math
 import os
 
-from ..evidence.report import Malformed
+from ..evidence.report import Malformed, check_items
 from ..evidence.signing import json_kind
 
 TYPE_CHECKING = False
@@ -25,13 +25,14 @@ if TYPE_CHECKING:
         dropped: list[str]
         instances: dict[str, float] | None
         report: dict[str, Any] | None
+        items: dict[str, Any] | None
 else:
     # The same tuple as the declaration above, without importing typing.
     from collections import namedtuple
 
-    VerifierResult = namedtuple("VerifierResult", "score side dropped instances report")
+    VerifierResult = namedtuple("VerifierResult", "score side dropped instances report items")
 
-RESERVED = ("score", "instances", "report")
+RESERVED = ("score", "instances", "items", "report")
 
 
 def _finite_number(value: object) -> bool:
@@ -57,9 +58,10 @@ def _score(value: Any, where: str) -> float:
     return value
 
 
-def parse_result(path: str) -> VerifierResult:
+def parse_result(path: str, metric: str = "score") -> VerifierResult:
     """Read a verifier's result file: {"score": x, ...} or a bare number.
-    Every broken result raises Malformed with a precise message."""
+    Every broken result raises Malformed with a precise message. `metric`:
+    the name hill.yaml gives the score, which `items.metric` must name."""
     try:
         # Never through a link: the result is a plain file the verifier wrote.
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
@@ -81,7 +83,7 @@ def parse_result(path: str) -> VerifierResult:
     except ValueError as exc:
         raise Malformed(f"the result file is not valid JSON ({exc}); expected {{\"score\": x}} or a number")
     if not isinstance(value, dict):
-        return VerifierResult(_score(value, "the result"), {}, [], None, None)
+        return VerifierResult(_score(value, "the result"), {}, [], None, None, None)
     if "score" not in value:
         raise Malformed("the result has no 'score' key; expected {\"score\": <finite number>, ...}")
     score = _score(value["score"], "'score'")
@@ -90,6 +92,9 @@ def parse_result(path: str) -> VerifierResult:
         if not isinstance(instances, dict):
             raise Malformed(f"'instances' must be an object of name to number, got {json_kind(instances)}")
         instances = {str(k): _score(v, f"instances['{k}']") for k, v in instances.items()}
+    items = value.get("items")
+    if items is not None:
+        items = check_items(items, [metric], "the result's 'items'")
     report = value.get("report")
     if report is not None and not isinstance(report, dict):
         raise Malformed(f"'report' must be an object, got {json_kind(report)}")
@@ -102,7 +107,7 @@ def parse_result(path: str) -> VerifierResult:
             side[key] = item
         else:
             dropped.append(key)
-    return VerifierResult(score, side, dropped, instances, _finite_report(report))
+    return VerifierResult(score, side, dropped, instances, _finite_report(report), items)
 
 
 def _finite_report(report: Any) -> Any:
@@ -120,7 +125,7 @@ def _finite_report(report: Any) -> Any:
 def core_from_result(spec: Mapping[str, Any], params: Mapping[str, Any], final: bool,
                      parsed: VerifierResult) -> dict[str, Any]:
     """The report core for a command verifier's accepted result."""
-    score, side, dropped, instances, report = parsed
+    score, side, dropped, instances, report, items = parsed
     metric = spec["metrics"][0]
     core: dict[str, Any] = {
         "passed": True,
@@ -136,6 +141,8 @@ def core_from_result(spec: Mapping[str, Any], params: Mapping[str, Any], final: 
         core["details"]["side_metrics_dropped"] = sorted(dropped)
     if instances:
         core["instances"] = instances
+    if items is not None:
+        core["items"] = items
     if report is not None:
         core["report"] = report
     return core

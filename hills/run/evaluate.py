@@ -18,7 +18,7 @@ from ..base.errors import (EXIT_BUG, EXIT_INTERRUPTED, EXIT_NO, EXIT_OK, Environ
 from ..base.git import lineage
 from ..disk import locks, uvenv
 from ..evidence import caller, chain, report as report_module
-from . import measures, replicates, runner, sandbox, seeds, snapshot
+from . import measures, noise, replicates, runner, sandbox, seeds, snapshot
 from .env import sdk_path
 from .folders import prune_runs, run_id
 from .logbook import Start, attempts_path, budget_lock, finish, guard_budget
@@ -238,6 +238,7 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     envelope["isolation"] = ctx.confinement.record()
     envelope["seeds"] = seeds.record(ctx.spec, ctx.seed_key, max(len(runs.cores), 1))
     measures.attach(envelope, ctx.confinement.events, ctx.spec)  # measured, claimed, audit, fingerprint
+    noise.attach(envelope, runs.cores, ctx.spec, bool(req.final))  # replicates and items (docs/noise.md)
     reason = runs.reason
     hits = envelope["isolation"]["caps_hit"]
     if hits and runs.status not in ("passing", "interrupted"):

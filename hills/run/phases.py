@@ -145,7 +145,7 @@ def run_command(ctx: EvalContext, rep: Replicate) -> RunResult:
         return RunResult(rep, process, "buggy", f"the verifier failed ({process.describe_exit()}): {said}; "
                                                 f"see stderr{rep.tag}.log in {run_dir}")
     try:
-        parsed = command.parse_result(result_path)
+        parsed = command.parse_result(result_path, ctx.spec["metrics"][0]["name"])
     except report_module.Malformed as exc:
         return RunResult(rep, process, "buggy", f"malformed result: {exc}")
     return RunResult(rep, process, "passing", None, command.core_from_result(ctx.spec, ctx.params, ctx.final, parsed))

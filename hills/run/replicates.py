@@ -5,7 +5,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
 
@@ -57,6 +57,9 @@ def aggregate(cores: Sequence[dict[str, Any]]) -> dict[str, Any]:
         maps = [core[key] for core in cores if core.get(key)]
         if maps:
             combined[key] = _median_map(maps)
+    items = [core["items"] for core in cores if core.get("items")]
+    if items:
+        combined["items"] = {**items[0], "values": _median_map([entry["values"] for entry in items])}
     reports = [(index, core["report"]) for index, core in enumerate(cores) if core.get("report") is not None]
     if reports and first["metrics"]:
         name = first["metrics"][0]["name"]
@@ -74,10 +77,14 @@ def aggregate(cores: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return combined
 
 
-def noise_se(report: dict[str, Any], metric_name: str) -> float | None:
-    """The standard error of a report's metric as its signed `noise` gives
-    it (hills-report(5): the larger of the items' and the replicates'), or
-    None where the report measured none for that metric."""
+# The two-sided 95% point of the normal: a gap within 1.96 standard errors
+# of the difference is what noise alone gives one time in twenty.
+Z95 = 1.96
+
+
+def noise_se(report: Mapping[str, Any], metric_name: str) -> float | None:
+    """The report's signed noise on a metric (hills-report(5), `noise.se`):
+    the larger of the replicates' and the items' standard errors, or None."""
     noise = report.get("noise")
     if not isinstance(noise, dict) or noise.get("metric") != metric_name:
         return None
@@ -88,7 +95,8 @@ def noise_se(report: dict[str, Any], metric_name: str) -> float | None:
 def within_noise(better: dict[str, Any], worse: dict[str, Any], metric_name: str) -> bool:
     """True when the gap between two reports on a metric is no larger than
     the replicate range (max - min) of either, or than 1.96 times the
-    combined standard error of their `noise` (docs/noise.md)."""
+    standard error of their difference (docs/noise.md): a report whose
+    noise is unknown adds nothing to that error."""
     def value(report: dict[str, Any]) -> float | None:
         return next((m["value"] for m in report.get("metrics", []) if m["name"] == metric_name), None)
 
@@ -99,5 +107,5 @@ def within_noise(better: dict[str, Any], worse: dict[str, Any], metric_name: str
               for r in (better, worse) if r.get("spread", {}).get(metric_name)]
     errors = [se for se in (noise_se(better, metric_name), noise_se(worse, metric_name)) if se is not None]
     if errors:
-        ranges.append(1.96 * sum(se * se for se in errors) ** 0.5)
+        ranges.append(Z95 * sum(se * se for se in errors) ** 0.5)
     return bool(ranges) and abs(a - b) <= max(ranges)

@@ -10,7 +10,7 @@ import time
 
 from ..base import state
 from ..evidence import chain
-from ..run import logbook
+from ..run import logbook, noise
 from . import numbers, rank
 from ..run.replicates import within_noise
 from ..evidence.report import summary_line
@@ -204,7 +204,7 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
     key = machine_keys()
     tree_hash, path = _log_path(hill, current, tree_hash)
     result: dict[str, Any] = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
-              "unfinished": [], "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
+              "finals": [], "unfinished": [], "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
     if path is None:
         return result
     verdict = chain.verify(path, key)
@@ -245,16 +245,61 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
     result["best"] = [{"primary": g["primary"], "params_apart": g["params_apart"],
                        "source": g["entries"][0]["source"],
                        "report": g["entries"][0]["report"], "candidates": len(g["entries"]),
-                       "noise": len(g["entries"]) > 1 and g["entries"][1]["noise"]}
+                       "noise": len(g["entries"]) > 1 and g["entries"][1]["noise"],
+                       "noise_label": noise.report_label(g["entries"][0]["report"]),
+                       "selection": g["selection"]}
                       for g in ranked["groups"]]
+    result["finals"] = finals_beside_validation(result["attempts"])
     return result
+
+
+def _mode(report: dict[str, Any]) -> object:
+    return next((c.get("value") for c in report.get("config") or [] if isinstance(c, dict)
+                 and c.get("name") == "mode"), None)
+
+
+def finals_beside_validation(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each passing, official `--final` attempt beside the validation score
+    of the same submission (its latest before it), else the best validation
+    score of its comparable group so far, each with its 95% interval:
+    [{number, seq, final, validation, validation_number, validation_seq,
+    same_submission}]."""
+    found = []
+    latest: dict[object, dict[str, Any]] = {}
+    for row in rows:
+        report = row["report"]
+        if report.get("status") != "passing" or not report.get("official"):
+            continue
+        if not report.get("final"):
+            latest[report.get("submission_hash")] = row
+            continue
+        beside = latest.get(report.get("submission_hash"))
+        same = beside is not None
+        if beside is None:
+            # The group the same eval would have had on validation: the key without its mode.
+            wanted = _without_mode(report)
+            order = [(m["name"], m["direction"]) for m in report.get("metrics", []) if isinstance(m, dict)]
+            candidates = [r for r in latest.values() if _without_mode(r["report"]) == wanted]
+            beside = min(candidates, key=lambda r: rank.sort_key(r["report"], order)) if candidates else None
+        found.append({"number": row.get("number"), "seq": row["seq"], "final": noise.interval(report),
+                      "validation": noise.interval(beside["report"]) if beside else None,
+                      "validation_number": beside.get("number") if beside else None,
+                      "validation_seq": beside["seq"] if beside else None, "same_submission": same})
+    return found
+
+
+def _without_mode(report: dict[str, Any]) -> object:
+    key = rank.group_key(report)
+    return (key[0], key[1], tuple(entry for entry in key[2] if entry[0] != "mode"), key[3], key[4])
 
 
 def against_best(rows: list[dict[str, Any]]) -> None:
     """Set each row's `best_before` (the first metric of the best passing,
-    official report of its comparable group before it, or None),
-    `new_best` (it ranks above all of those) and `noise` (its gap to that
-    best is within the replicate spread of either), in log order."""
+    official report of its comparable group before it, or None), `noise`
+    (its gap to that best is within noise: hills.run.replicates.within_noise)
+    and `new_best` (it ranks above all of those, beyond noise), in log
+    order. A report that ranks above the best within noise becomes the
+    best to beat, unmarked: a lucky draw is no new best."""
     best: dict[object, dict[str, Any]] = {}
     for row in rows:
         report = row["report"]
@@ -269,7 +314,7 @@ def against_best(rows: list[dict[str, Any]]) -> None:
             row["best_before"] = first.get("value") if isinstance(first, dict) else None
             row["noise"] = bool(order) and within_noise(held, report, order[0][0])
         if held is None or rank.sort_key(report, order) < rank.sort_key(held, order):
-            row["new_best"] = True
+            row["new_best"] = not row["noise"]
             best[key] = report
 
 
@@ -281,8 +326,8 @@ def _first_value(report: dict[str, Any]) -> object:
 
 def _versus(attempt: dict[str, Any]) -> str:
     """The VS BEST column: the change from the best before it, `first`
-    for a group's first passing report, `*` marking a new best and `~`
-    a gap within the replicate spread (noise)."""
+    for a group's first passing report, `*` marking a new best (beyond
+    noise) and `~` a gap within noise."""
     before = attempt.get("best_before")
     if before is None:
         return "first" if attempt.get("new_best") else ""
@@ -299,6 +344,23 @@ def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
     number = numbered(entries)
     return [(f"{hill.name} #{number[index]}", entry["report"])
             for index, entry in enumerate(entries) if isinstance(entry.get("report"), dict)]
+
+
+def bests(hill: Hill) -> list[dict[str, Any]]:
+    """The best official report of each comparable group of the HEAD's
+    log, for `hills describe --json`: [{primary, params_apart, source,
+    metric, value, candidates, noise_label, selection}]."""
+    from ..evidence.trust import machine_keys, trusted
+
+    found = []
+    for group in rank.rank(logged_reports(hill), machine_keys(), trusted())["groups"]:
+        top = group["entries"][0]
+        first = _first_value(top["report"])
+        found.append({"primary": group["primary"], "params_apart": group["params_apart"], "source": top["source"],
+                      "metric": group["metric_order"][0]["name"] if group["metric_order"] else None,
+                      "value": first, "candidates": len(group["entries"]), "noise_label": top["noise_label"],
+                      "selection": group["selection"]})
+    return found
 
 
 def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) -> str:
@@ -344,6 +406,8 @@ def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
     rows += [(row["line"], _unfinished_row(row)) for row in unfinished_rows]
     for _, row in sorted(rows, key=lambda pair: pair[0]):
         emit(row)
+    if any(attempt.get("best_before") is not None for attempt in result["attempts"]):
+        emit("  (VS BEST: * a new best, beyond noise; ~ within noise of the best before it)")
     if result["best"]:
         emit("best:")
         for best in result["best"]:
@@ -351,8 +415,16 @@ def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
             if best.get("params_apart"):
                 primary += "; ranked apart: " + rank.apart_text(best["params_apart"])
             emit(f"  [{primary}] {best['source']}: {summary_line(best['report'], digits)} "
-                 f"(of {best['candidates']} passing)"
-                 + ("; its lead over the runner-up is within the replicate spread: noise" if best["noise"] else ""))
+                 f"(of {best['candidates']} passing); {best.get('noise_label') or noise.UNKNOWN}"
+                 + ("; its lead over the runner-up is within noise" if best["noise"] else ""))
+            chosen = best.get("selection")
+            if chosen and chosen["n"] > 1:
+                emit(f"      {chosen['label']}")
+    for final in result.get("finals") or []:
+        beside = (f"beside validation {final['validation']} (#{final['validation_number']}, "
+                  + ("the same submission)" if final["same_submission"] else "the best validation score)")) \
+            if final["validation"] else "with no validation score to set it beside"
+        emit(f"  --final #{final['number']}: holdout {final['final']} {beside}")
     chain_state = result["chain"]
     if chain_state["ok"]:
         emit(f"chain intact: {chain_state['count']} entr{'y' if chain_state['count'] == 1 else 'ies'}")

@@ -129,6 +129,10 @@ def describe(hill: Hill) -> dict[str, Any]:
         },
         "readme": readme,
     }
+    from .attempts import bests
+
+    # What the climb has reached so far, with its noise and the selection bound (docs/noise.md).
+    described["best"] = bests(hill) if head else []
     if spec["unit_tests"]:
         # The climber may run and even edit the working copy; evals never read it.
         copy = os.path.join(hill.path, spec["unit_tests"]["path"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from ..evidence import signing
+from ..run import noise
 from ..run.replicates import within_noise
 
 TYPE_CHECKING = False
@@ -115,13 +116,15 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
     ranked = []
     for (hill, tree_hash, primary, _params, machine), members in groups.items():
         order = [(m["name"], m["direction"]) for m in members[0][1].get("metrics", [])]
+        # In the order given (a log's order for -H): the first is the baseline.
+        chosen = noise.selection([report for _, report in members])
         members.sort(key=lambda item: sort_key(item[1], order))
         ranked.append({"hill": hill, "tree_hash": tree_hash,
                        "primary": [{"name": n, "value": json.loads(v)} for n, v in primary],
                        "params_apart": params_apart(members[0][1]),
                        "metric_order": [{"name": n, "direction": d} for n, d in order],
                        "fingerprint": json.loads(machine) if machine else None,
-                       "entries": _entries(members, order)})
+                       "selection": chosen, "entries": _entries(members, order)})
     # The hill's defaults first: the groups with other params are the exceptions.
     ranked.sort(key=lambda g: (g["hill"] or "", g["tree_hash"] or "", json.dumps(g["primary"]),
                                bool(g["params_apart"]), json.dumps(g["params_apart"], sort_keys=True)))
@@ -131,10 +134,12 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys,
 def _entries(members: Sequence[tuple[str, dict[str, Any]]],
              order: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """Ranked entries; `noise` marks a report whose gap to the one above it is
-    within the replicate spread of either, so the order between them is noise."""
+    within noise (hills.run.replicates.within_noise), so the order between
+    them is noise; `noise_label` says how large its noise is."""
     entries = []
     for index, (source, report) in enumerate(members):
-        entry: dict[str, Any] = {"position": index + 1, "source": source, "report": report, "noise": False}
+        entry: dict[str, Any] = {"position": index + 1, "source": source, "report": report, "noise": False,
+                                 "noise_label": noise.report_label(report)}
         if index and order:
             entry["noise"] = within_noise(members[index - 1][1], report, order[0][0])
         entries.append(entry)

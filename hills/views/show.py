@@ -16,6 +16,26 @@ def _number(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
+def _noise_line(report: dict[str, Any]) -> str:
+    """The report's noise label, and what it comes from (hills-report(5), `noise`)."""
+    from ..run.noise import report_label
+
+    line = report_label(report)
+    noise = report.get("noise")
+    if not isinstance(noise, dict):
+        return line
+    items, reps = noise.get("items"), noise.get("replicates")
+    parts = []
+    if isinstance(items, dict):
+        parts.append(f"items: {items.get('n')} by {items.get('aggregate')}, se {_number(items.get('se'))}"
+                     f" ({items.get('method')})")
+    elif noise.get("items_reason"):
+        parts.append(f"items: none ({noise['items_reason']})")
+    if isinstance(reps, dict):
+        parts.append(f"replicates: {reps.get('n')}, se {_number(reps.get('se'))}")
+    return line + (f"  [{'; '.join(parts)}]" if parts else "")
+
+
 def _worst_first(rows: list[Any], key: str, direction: str) -> list[Any]:
     numeric = [r for r in rows if isinstance(r, dict) and isinstance(r.get(key), (int, float))]
     others = [r for r in rows if r not in numeric]
@@ -97,6 +117,8 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
                 line += (f"  spread min {_number(s['min'])} max {_number(s['max'])} MAD {_number(s['mad'])}"
                          f" over {s['n']}")
             emit(line)
+    if report.get("metrics"):
+        emit("  " + _noise_line(report))
     if report.get("side_metrics"):
         emit("side metrics (recorded, not ranked):")
         for name, value in report["side_metrics"].items():

@@ -57,6 +57,8 @@ def test_example_scores_on_validation(tmp_path):
     expected = {name: len(pack(case["items"], case["capacity"])) for name, case in instances.items()}
     assert result["instances"] == expected
     assert math.isclose(result["score"], sum(expected.values()) / len(expected))
+    # The per-instance bins average to the score: hills resamples them for its noise.
+    assert result["items"] == {"metric": "bins", "aggregate": "mean", "values": expected}
     bounds = [binpacking.lower_bound(case) for case in instances.values()]
     assert result["excess_bins"] == sum(expected.values()) - sum(bounds)
     zones = result["report"]["zones"]
@@ -74,6 +76,7 @@ def test_holdout_uses_the_private_instances(tmp_path):
     expected = [len(pack(case["items"], case["capacity"])) for case in held_out.values()]
     assert math.isclose(result["score"], sum(expected) / len(expected))
     assert "instances" not in result and "report" not in result
+    assert math.isclose(sum(result["items"]["values"].values()) / len(expected), result["score"])
 
 
 def test_a_dropped_item_fails_the_eval(tmp_path):

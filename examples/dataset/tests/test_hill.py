@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -54,6 +55,10 @@ def test_the_example_scores_on_both_splits(tmp_path):
     # Nearest centroid is far above chance (0.1) and leaves room: the images vary.
     assert 0.6 < result["metrics"][0]["value"] < 0.97
     assert set(result["instances"]) == {f"digit-{digit}" for digit in range(10)}
+    # One item a row, 1 when predicted right: their mean is the accuracy.
+    values = result["items"]["values"]
+    assert result["items"]["aggregate"] == "mean" and set(values.values()) <= {0.0, 1.0}
+    assert math.isclose(sum(values.values()) / len(values), result["metrics"][0]["value"])
     shutil.rmtree(tmp_path / "submission")
     code, stderr, work = solve(tmp_path, (EXAMPLE / "solution.py").read_text(), split="holdout")
     assert code == 0, stderr
