@@ -61,7 +61,7 @@ def test_attempts(outputs) -> None:
     assert value["attempts"] and value["best"]
     for part in (value, value["attempts"], value["best"], value["chain"], value["unfinished"]):
         assert keys(part) <= known, f"not in hills-json(5) ATTEMPTS: {keys(part) - known}"
-    assert keys(value["attempts"]) == {"seq", "line", "report", "best_before", "new_best", "noise"}
+    assert keys(value["attempts"]) == {"number", "seq", "line", "report", "best_before", "new_best", "noise"}
     assert [row["new_best"] for row in value["attempts"]] == [True, True, False]
 
 

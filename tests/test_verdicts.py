@@ -187,7 +187,8 @@ def test_a_failing_side_stops_the_run_with_its_report(scored, tmp_path):
 
 
 # A command hill whose verifier scores each of 20 items as the submission's
-# scores.json says, the metric their mean, the items as `instances`.
+# scores.json says, the metric their mean, the items as `items` (their
+# aggregate said: `instances` alone are a breakdown, hill.yaml(5)).
 ITEMS_VERIFY = r'''
 import json
 import os
@@ -195,7 +196,7 @@ from pathlib import Path
 
 scores = json.loads(Path("scores.json").read_text())
 Path(os.environ["HILLS_RESULT"]).write_text(json.dumps({"score": sum(scores.values()) / len(scores),
-                                                         "instances": scores}))
+                                                         "items": {"aggregate": "mean", "values": scores}}))
 '''
 
 

@@ -110,15 +110,16 @@ def normalize_core(value: object, declared: Sequence[Mapping[str, Any]] = ()) ->
 
 def check_items(value: object, metric_names: Sequence[str], where: str) -> dict[str, Any]:
     """A result's `items`, both shapes: {"metric": NAME, "aggregate": HOW,
-    "values": {KEY: number}}, NAME one of the result's metrics and HOW one
-    of AGGREGATES (left out: hill.yaml's `items` of the metric says it)."""
+    "values": {KEY: number}}, NAME one of the result's metrics (left out:
+    the first) and HOW one of AGGREGATES (left out: hill.yaml's `items` of
+    the metric says it)."""
     expected = '{"metric": NAME, "aggregate": "mean"|"sum"|"rms"|"median", "values": {KEY: number}}'
     if not isinstance(value, dict):
         raise Malformed(f"{where} must be an object {expected}, got {type(value).__name__}")
     unknown = sorted(set(value) - {"metric", "aggregate", "values"})
     if unknown:
         raise Malformed(f"unknown key '{unknown[0]}' in {where} (allowed: aggregate, metric, values)")
-    metric = value.get("metric")
+    metric = value.get("metric", metric_names[0] if metric_names else None)
     if not isinstance(metric, str) or metric not in metric_names:
         raise Malformed(f"{where}.metric must name one of the result's metrics ({', '.join(metric_names)}), "
                         f"got {metric!r}")
