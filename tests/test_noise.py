@@ -123,6 +123,26 @@ def test_a_holdout_report_keeps_the_noise_of_its_items_not_their_values():
 
 # ---------------------------------------------------------------- within noise and new best
 
+def test_the_best_to_beat_moves_only_on_a_new_best():
+    """Gains within noise leave the best where it is, so two of them that
+    add up beyond noise make a new best; a re-measure of the best's own
+    submission is never one, however it scores."""
+    def at(right, submission):
+        return {**scored(right / 88, {"metric": "accuracy", "aggregate": "mean", "values": bernoulli_items(right)}),
+                "submission_hash": submission}
+
+    rows = [{"seq": 1, "report": at(53, "blake3:a")}, {"seq": 3, "report": at(60, "blake3:b")},
+            {"seq": 5, "report": at(67, "blake3:c")}]
+    attempts_view.against_best(rows)
+    assert [row["new_best"] for row in rows] == [True, False, True]
+    assert rows[1]["noise"] is True and rows[2]["noise"] is False
+    # Held against the first (53), not the within-noise 60: a gain of 14 patients.
+    assert rows[2]["best_before"] == pytest.approx(53 / 88)
+    again = [{"seq": 1, "report": at(53, "blake3:a")}, {"seq": 3, "report": at(80, "blake3:a")}]
+    attempts_view.against_best(again)
+    assert again[1]["noise"] is False and again[1]["new_best"] is False
+
+
 def test_the_88_item_deterministic_case_is_within_noise_and_no_new_best():
     """Validation went from 53/88 to 54/88 right: one patient, far less
     than the items' noise (about 0.05): within noise, not a new best."""

@@ -298,8 +298,11 @@ def against_best(rows: list[dict[str, Any]]) -> None:
     official report of its comparable group before it, or None), `noise`
     (its gap to that best is within noise: hills.run.replicates.within_noise)
     and `new_best` (it ranks above all of those, beyond noise), in log
-    order. A report that ranks above the best within noise becomes the
-    best to beat, unmarked: a lucky draw is no new best."""
+    order. The best to beat moves only on a new best, as in the journal: a
+    report above it within noise is no new best and leaves it where it is,
+    so lucky draws cannot creep it upward, and a gain that adds up beyond
+    noise is one. A second eval of the best's own submission is never a
+    new best."""
     best: dict[object, dict[str, Any]] = {}
     for row in rows:
         report = row["report"]
@@ -313,8 +316,11 @@ def against_best(rows: list[dict[str, Any]]) -> None:
             first = (held.get("metrics") or [{}])[0]
             row["best_before"] = first.get("value") if isinstance(first, dict) else None
             row["noise"] = bool(order) and within_noise(held, report, order[0][0])
-        if held is None or rank.sort_key(report, order) < rank.sort_key(held, order):
-            row["new_best"] = not row["noise"]
+        again = bool(report.get("submission_hash")) and report.get("submission_hash") == (held or {}).get(
+            "submission_hash")
+        if held is None or (rank.sort_key(report, order) < rank.sort_key(held, order) and not row["noise"]
+                            and not again):
+            row["new_best"] = True
             best[key] = report
 
 
