@@ -212,3 +212,38 @@ def test_help_in_a_terminal_opens_the_man_page(python_bin):
         assert child.wait(timeout=60) == 0, errors
     text = shown.decode("utf-8", "replace")
     assert "HILLS-EVAL(1)" in text and "Usage: hills eval" not in text
+
+
+# ---------------------------------------------------------------- hills help FORMAT
+
+@needs_man
+@pytest.mark.parametrize("word,page", [("hill.yaml", "HILL.YAML(5)"), ("report", "HILLS-REPORT(5)"),
+                                       ("hills-report", "HILLS-REPORT(5)"), ("json", "HILLS-JSON(5)"),
+                                       ("lock", "HILLS-LOCK(5)"), ("hills-service", "HILLS-SERVICE(5)")])
+def test_help_of_a_file_format_prints_its_page_of_section_5(word, page):
+    # The installed page, as the skill tells an agent to read it.
+    done = run_bin("hills", "help", word, env=_man_env(VENV_BIN))
+    assert done.code == 0, done.err
+    first = done.out.splitlines()[0]
+    assert first.startswith(page) and first.endswith(page), first
+    assert "\b" not in done.out and "NAME" in done.out
+
+
+def test_a_word_near_a_format_is_named_in_the_hint():
+    done = run_cli("help", "hill.yml")
+    assert done.code == 2 and done.out == ""
+    assert done.err.splitlines() == ["error: 'hill.yml' is not a hills command",
+                                     "hint: did you mean 'hill.yaml'? run 'hills help' for the list of commands"]
+
+
+def test_a_format_without_man_says_how_to_get_it(tmp_path):
+    # A PATH with hills on it and no man: the format's page cannot be shown.
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "python3").symlink_to(sys.executable)
+    env = {key: value for key, value in os.environ.items() if key != "MANPATH"}
+    env["PATH"] = os.pathsep.join([str(folder), str(BIN_DIR)])
+    done = run_bin("hills", "help", "hill.yaml", env=env)
+    assert done.code == 4, done.output
+    assert done.err.splitlines()[0] == "error: 'man' is not installed"
+    assert "hill.yaml(5)" in done.err
