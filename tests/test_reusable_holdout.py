@@ -1,0 +1,144 @@
+"""`final: {mode: reusable}` through `hills eval --final`: Thresholdout's
+answer is the validation score while the splits agree (no budget spent),
+a noisy release when they differ (one unit spent, `release` true), a
+refusal once the releases are spent; the true holdout score appears in
+neither the report, the outputs nor the attempts log, where the plain
+holdout shows it."""
+
+import json
+
+import pytest
+
+from hills.base.errors import UsageError
+from hills.disk import manifest
+from hills.run import thresholdout
+
+from testing.eval_fixtures import attempts_log, hills, hills_home, make_hill, on_machine
+
+# Validation reads score.txt, the holdout split holdout.txt; it says its
+# score on stdout, which -v streams.
+SPLIT_EVAL = """\
+    import os
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        split = os.environ["HILLS_SPLIT"]
+        assert final == (split == "holdout"), (final, split)
+        value = float((Path(submission) / ("holdout.txt" if final else "score.txt")).read_text())
+        print(f"the {split} score is {value!r}")
+        return {"passed": True, "metrics": [{"name": "total", "value": value, "direction": "max"}]}
+    """
+
+# A threshold far above the noise: whether it releases is decided by the
+# scores alone, not by the draw (P(Laplace noise below -1) ~ e^-250).
+REUSABLE = "final:\n  mode: reusable\n  budget: 1\n  threshold: 1.0\n  sigma: 0.001\n"
+CLOSE = "0.812345678"  # the holdout score within the threshold of validation's 0.5
+FAR = "7.123456789"  # the holdout score far from it
+
+
+def submission(tmp_path, name, holdout, validation="0.5"):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "score.txt").write_text(validation + "\n")
+    (folder / "holdout.txt").write_text(holdout + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hills_made(module_machine):
+    with on_machine(module_machine):
+        make_hill("reusable", SPLIT_EVAL, extra=REUSABLE)
+        make_hill("plainhold", SPLIT_EVAL, extra="final:\n  budget: 5\n")
+    return module_machine
+
+
+def log_text(name):
+    return "".join(path.read_text() for path in (hills_home() / "state").glob(f"{name}@*/attempts.jsonl"))
+
+
+def test_the_reusable_holdout_answers_releases_and_refuses(hills_made, tmp_path):
+    close = submission(tmp_path, "close", CLOSE)
+    far = submission(tmp_path, "far", FAR)
+    # The control: the plain holdout shows the true holdout scores.
+    plain = hills("eval", far, "-H", "plainhold", "--final")
+    assert plain.code == 0, plain.output
+    assert plain.report["metrics"][0]["value"] == float(FAR) and FAR in plain.out
+    assert "release" not in plain.report and "validation" not in plain.report
+
+    for _ in range(2):  # agreement spends nothing, however often asked
+        agreed = hills("eval", close, "-H", "reusable", "--final", "-v")
+        assert agreed.code == 0, agreed.output
+        report = agreed.report
+        assert report["final"] is True and report["release"] is False
+        assert report["metrics"][0]["value"] == 0.5 == report["validation"]
+        assert "the validation score is 0.5" in agreed.err  # -v streams the first pass only
+        assert CLOSE not in agreed.output
+        assert "answered with the validation score" in agreed.err
+
+    released = hills("eval", far, "-H", "reusable", "--final", "-v")
+    assert released.code == 0, released.output
+    report = released.report
+    assert report["release"] is True and report["validation"] == 0.5
+    value = report["metrics"][0]["value"]
+    assert value != float(FAR) and abs(value - float(FAR)) < 0.1  # Laplace(0.001) noise on the holdout score
+    assert FAR not in released.output
+    assert "released" in released.err
+    run_dir = hills_home() / "runs" / "reusable" / report["run_id"]
+    assert json.loads((run_dir / "report.json").read_text())["signature"] == report["signature"]
+    assert FAR not in (run_dir / "report.json").read_text()
+    log = log_text("reusable")
+    assert CLOSE not in log and FAR not in log and '"release":true' in log
+    # The holdout pass ran, on the holdout split, and its files are apart.
+    assert FAR in (run_dir / "stdout-holdout.log").read_text()
+    assert "the validation score is 0.5" in (run_dir / "stdout.log").read_text()
+
+    spent = hills("eval", close, "-H", "reusable", "--final")
+    assert spent.code == 5, spent.output
+    assert "the holdout budget of hill 'reusable' is spent: 1 of 1 releases of the holdout score" in spent.err
+    assert "hint: " in spent.err
+    assert hills("eval", close, "-H", "reusable").code == 0  # validation still scores
+
+
+def test_the_threshold_noise_is_sealed_per_version(hills_made, tmp_path):
+    with on_machine(hills_made):
+        make_hill("sealed", SPLIT_EVAL, extra=REUSABLE)
+    answered = hills("eval", submission(tmp_path, "one", CLOSE), "-H", "sealed", "--final")
+    assert answered.code == 0 and answered.report["release"] is False, answered.output
+    tree = answered.report["tree_hash"]
+    assert attempts_log("sealed", tree).exists()
+    path = thresholdout.state_path("sealed", tree)
+    from hills.base import state
+
+    kept = state.sealed_read(path)
+    assert isinstance(kept, dict) and isinstance(kept["gamma"], float)
+    assert str(kept["gamma"]) not in answered.output
+    # An edited file is not believed: a fresh noise is drawn and sealed.
+    text = json.loads(open(path).read())
+    text["value"]["gamma"] = -5.0
+    open(path, "w").write(json.dumps(text))
+    assert thresholdout.held_gamma("sealed", tree, 0.001) != -5.0
+    assert state.sealed_read(path)["gamma"] != -5.0
+
+
+@pytest.mark.parametrize("final, problem", [
+    ({"mode": "reusable"}, "missing key 'final.budget': expected an integer >= 0 under mode reusable"),
+    ({"mode": "plain", "threshold": 0.1}, "key 'final.threshold': expected no value under mode plain"),
+    ({"mode": "reusable", "budget": 2, "sigma": 0}, "key 'final.sigma': expected a number greater than 0, got 0"),
+    ({"mode": "reusable", "budget": 2, "threshold": "big"}, "key 'final.threshold': expected a number greater than 0"),
+    ({"mode": "thresholdout", "budget": 2}, "key 'final.mode': expected plain or reusable, got 'thresholdout'"),
+])
+def test_bad_final_keys_are_named(final, problem):
+    raw = {"spec": 1, "name": "h", "version": "1", "evaluator": {"shape": "function"}, "final": final}
+    with pytest.raises(UsageError) as caught:
+        manifest.validate(raw, "hill.yaml")
+    assert caught.value.exit_code == 2 and problem in caught.value.message and "'hill.yaml'" in caught.value.message
+
+
+def test_the_defaults_are_the_papers_experiment():
+    raw = {"spec": 1, "name": "h", "version": "1", "evaluator": {"shape": "function"}}
+    assert manifest.validate(raw, "hill.yaml")["final"] == {"budget": None}
+    raw["final"] = {"mode": "reusable", "budget": 3}
+    assert manifest.validate(raw, "hill.yaml")["final"] == {"mode": "reusable", "budget": 3, "threshold": 0.04,
+                                                            "sigma": 0.01}
+    raw["final"] = {"mode": "reusable", "budget": 3, "threshold": 2.0}
+    assert manifest.validate(raw, "hill.yaml")["final"]["sigma"] == 0.5
