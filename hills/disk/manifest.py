@@ -519,18 +519,18 @@ time; then it releases the holdout score plus Laplace noise of scale
 `sigma`, and only such a release counts against `budget`, which `reusable`
 requires. The report's `release` and `validation` say which (see
 hills-report(5)); the true holdout score is never shown. `threshold` and
-`sigma` are numbers greater than 0 in the units of the first metric,
-{DEFAULT_THRESHOLD} and a quarter of the threshold by default: the values
-of the paper's experiment, for a metric in [0, 1] such as an accuracy. For
-another scale choose them from the accuracy tau the answers need: the
-paper's Theorem 9 takes `threshold` = 3 tau / 4 and `sigma` = tau / (96
-ln(4m / beta)) for m queries and failure probability beta, which keeps
-every answer within tau of the true value with probability 1 - beta
+`sigma` are numbers greater than 0 in the units of the first metric, by
+default {DEFAULT_THRESHOLD} and a quarter of the threshold: the values of the
+paper's experiment, on accuracies over 10,000 items a split. Choose them
+for the hill's metric and split sizes. The paper's Theorem 9 takes
+`threshold` = 3 tau / 4 and `sigma` = tau / (96 ln(4m / beta)) to keep
+each of m answers within tau of the true value with probability 1 - beta
 while the budget lasts, on a holdout large enough for the budget
-(docs/noise.md); its experiment used far larger noise, `sigma` a quarter
-of `threshold`, with answers still valid. A threshold below the split's
-sampling noise releases on most queries and spends the budget as the
-plain holdout would. With a budget, `--final --current` is refused; the
+(docs/noise.md); in practice, a threshold several times the standard
+error of the difference between the two splits' scores (0.04 was about six
+of them at 10,000 items) and `sigma` a quarter of it. A threshold below
+that noise releases on most queries and spends the budget as the plain
+holdout would. With a budget, `--final --current` is refused; the
 count comes from the version's attempts log, which must verify."""),
     Key("exclusive", Maybe(scalar("a resource name such as gpu",
                                   lambda value: isinstance(value, str) and bool(RESOURCE_RE.match(value)))),
