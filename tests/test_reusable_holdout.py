@@ -75,6 +75,10 @@ def test_the_reusable_holdout_answers_releases_and_refuses(hills_made, tmp_path)
         assert CLOSE not in agreed.output
         assert "answered with the validation score" in agreed.err
 
+    described = hills("describe", "reusable", "--json")
+    assert described.code == 0, described.output
+    assert (json.loads(described.out)["final_mode"], json.loads(described.out)["final_used"]) == ("reusable", 0)
+
     released = hills("eval", far, "-H", "reusable", "--final", "-v")
     assert released.code == 0, released.output
     report = released.report
@@ -91,6 +95,12 @@ def test_the_reusable_holdout_answers_releases_and_refuses(hills_made, tmp_path)
     # The holdout pass ran, on the holdout split, and its files are apart.
     assert FAR in (run_dir / "stdout-holdout.log").read_text()
     assert "the validation score is 0.5" in (run_dir / "stdout.log").read_text()
+
+    described = hills("describe", "reusable")
+    assert "reusable holdout" in described.out and "budget 1 releases of the holdout score: 1 used, 0 left" \
+        in described.out, described.output
+    plain_described = json.loads(hills("describe", "plainhold", "--json").out)
+    assert (plain_described["final_mode"], plain_described["final_used"]) == ("plain", 1)
 
     spent = hills("eval", close, "-H", "reusable", "--final")
     assert spent.code == 5, spent.output
