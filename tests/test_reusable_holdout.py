@@ -26,7 +26,8 @@ SPLIT_EVAL = """\
         assert final == (split == "holdout"), (final, split)
         value = float((Path(submission) / ("holdout.txt" if final else "score.txt")).read_text())
         print(f"the {split} score is {value!r}")
-        return {"passed": True, "metrics": [{"name": "total", "value": value, "direction": "max"}]}
+        return {"passed": value >= 0, "metrics": [{"name": "total", "value": value, "direction": "max"}],
+                "details": {} if value >= 0 else {"reason": "negative score"}}
     """
 
 # A threshold far above the noise: whether it releases is decided by the
@@ -128,6 +129,27 @@ def test_the_threshold_noise_is_sealed_per_version(hills_made, tmp_path):
     open(path, "w").write(json.dumps(text))
     assert thresholdout.held_gamma("sealed", tree, 0.001) != -5.0
     assert state.sealed_read(path)["gamma"] != -5.0
+
+
+def test_statuses_of_the_two_passes(hills_made, tmp_path):
+    with on_machine(hills_made):
+        make_hill("statuses", SPLIT_EVAL, extra=REUSABLE)
+    # Failing on validation: the holdout is not run, nothing is spent.
+    unfit = hills("eval", submission(tmp_path, "unfit", CLOSE, validation="-0.5"), "-H", "statuses", "--final")
+    assert unfit.code == 1, unfit.output
+    assert unfit.report["status"] == "failing" and unfit.report["release"] is False
+    assert unfit.report["validation"] == -0.5 == unfit.report["metrics"][0]["value"]
+    run_dir = hills_home() / "runs" / "statuses" / unfit.report["run_id"]
+    assert (run_dir / "stdout.log").exists() and not (run_dir / "stdout-holdout.log").exists()
+    # Failing on the holdout only: the status is a release, and spends the unit.
+    split = hills("eval", submission(tmp_path, "split", "-3.123456789"), "-H", "statuses", "--final")
+    assert split.code == 1, split.output
+    report = split.report
+    assert report["status"] == "failing" and report["reason"] == "negative score" and report["release"] is True
+    assert report["validation"] == 0.5 and abs(report["metrics"][0]["value"] + 3.123456789) < 0.1
+    assert "3.123456789" not in split.output and "3.123456789" not in log_text("statuses")
+    spent = hills("eval", submission(tmp_path, "after", CLOSE), "-H", "statuses", "--final")
+    assert spent.code == 5 and "is spent: 1 of 1 releases" in spent.err, spent.output
 
 
 @pytest.mark.parametrize("final, problem", [

@@ -272,14 +272,11 @@ def _reusable_answer(plan: EvalPlan, envelope: Report, runs: Runs, holdout: Runs
     name, tree, final = plan.hill.name, plan.tree_hash, plan.spec["final"]
     gamma = thresholdout.held_gamma(name, tree, final["sigma"])
     if holdout.status == "passing" and holdout.cores:
-        score: Any = replicates.aggregate(list(holdout.cores))
-        told = thresholdout.answer(metrics[0]["value"], score["metrics"][0]["value"], final["threshold"],
+        told = thresholdout.answer(metrics[0]["value"], _first_value(holdout.cores), final["threshold"],
                                    final["sigma"], gamma)
-    else:
-        scored = [core for core in holdout.cores if core.get("metrics")]
-        value = replicates.aggregate(scored)["metrics"][0]["value"] if scored else None
-        told = thresholdout.Answer(thresholdout.laplace(final["sigma"]) + value if value is not None
-                                   else metrics[0]["value"], True, thresholdout.laplace(2.0 * final["sigma"]))
+    else:  # its status is news of the holdout: released, with its score where it gave one
+        told = thresholdout.release(_first_value(holdout.cores), final["sigma"]) if holdout.cores else \
+            thresholdout.Answer(metrics[0]["value"], True, thresholdout.laplace(2.0 * final["sigma"]))
         runs = _with_status(runs, holdout)
     if told.release:
         # A fresh threshold noise is sealed before the release is shown:
@@ -289,6 +286,12 @@ def _reusable_answer(plan: EvalPlan, envelope: Report, runs: Runs, holdout: Runs
         envelope["release"] = True
     metrics[0]["value"] = told.value
     return runs
+
+
+def _first_value(cores: tuple[dict[str, Any], ...]) -> float:
+    """The first metric's value over the replicates, as the report would say it."""
+    pooled: Any = replicates.aggregate(list(cores))
+    return pooled["metrics"][0]["value"]
 
 
 def _with_status(runs: Runs, holdout: Runs) -> Runs:
@@ -340,8 +343,8 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
                     intake: Callable[[], None] | None = None, held: Standby | None = None,
                     unit_tests: bool = True) -> Runs:
     """Run the replicates, seeds 0..N-1, and the frozen unit tests after the
-    first (unless not `unit_tests`); stop at the first that does not pass. `start` is called once the
-    exclusive resource is held and the first replicate's folder is ready,
+    first (unless not `unit_tests`); stop at the first that does not pass.
+    `start` is called once the exclusive resource is held and the first replicate's folder is ready,
     just before anything of it runs. `intake` (_pipeline) fills the run
     folder while the first replicate's evaluator boots, its folder then
     filled from the snapshot after it."""

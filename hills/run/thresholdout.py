@@ -57,8 +57,14 @@ def answer(validation: float, holdout: float, threshold: float, sigma: float, ga
     passes threshold + gamma + Laplace(4 sigma), and then a fresh gamma,
     Laplace(2 sigma); else the validation score, unchanged."""
     if abs(holdout - validation) > threshold + gamma + draw(4.0 * sigma):
-        return Answer(holdout + draw(sigma), True, draw(2.0 * sigma))
+        return release(holdout, sigma, draw)
     return Answer(validation, False)
+
+
+def release(holdout: float, sigma: float, draw: Draw = laplace) -> Answer:
+    """A release of the holdout score: plus Laplace(sigma), and a fresh
+    threshold noise, Laplace(2 sigma), for the queries after it."""
+    return Answer(holdout + draw(sigma), True, draw(2.0 * sigma))
 
 
 def state_path(name: str, tree_hash: str) -> str:
