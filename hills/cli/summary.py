@@ -29,9 +29,11 @@ def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> 
         say(f"  spread       {name}: min {spread['min']:.6g}  max {spread['max']:.6g}  MAD {spread['mad']:.6g}"
             f"  over {spread['n']} replicates")
     if "release" in report:  # a --final of a reusable holdout (hills-report(5))
-        say("  holdout      " + ("released the holdout score, with noise: one unit of the budget spent"
-                                 if report["release"] else "answered with the validation score (the holdout agrees "
-                                 "within the threshold): no budget spent"))
+        validation = report.get("validation")
+        shown = f"{validation:.6g}" if isinstance(validation, (int, float)) else "none"
+        say("  holdout      " + (f"released the holdout score with noise (validation {shown}): one unit of the "
+                                 "budget spent" if report["release"] else f"answered with the validation score "
+                                 f"{shown} (the holdout agrees within the threshold): no budget spent"))
     if report.get("trial"):
         say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
     if report.get("unit_tests"):
