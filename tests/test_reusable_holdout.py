@@ -11,7 +11,7 @@ import pytest
 
 from hills.base.errors import UsageError
 from hills.disk import manifest
-from hills.run import thresholdout
+from hills.run import logbook, thresholdout
 
 from testing.eval_fixtures import attempts_log, hills, hills_home, make_hill, on_machine
 
@@ -93,6 +93,10 @@ def test_the_reusable_holdout_answers_releases_and_refuses(hills_made, tmp_path)
     assert FAR not in (run_dir / "report.json").read_text()
     log = log_text("reusable")
     assert CLOSE not in log and FAR not in log and '"release":true' in log
+    entries = [json.loads(line) for line in log.splitlines()]
+    started = [entry["started"] for entry in entries if "started" in entry]
+    assert len(started) == 3 and all(record["final"] and record["reusable"] for record in started)
+    assert sum(map(logbook.spends_holdout, entries)) == 1
     # The holdout pass ran, on the holdout split, and its files are apart.
     assert FAR in (run_dir / "stdout-holdout.log").read_text()
     assert "the validation score is 0.5" in (run_dir / "stdout.log").read_text()
@@ -174,3 +178,15 @@ def test_the_defaults_are_the_papers_experiment():
                                                             "sigma": 0.01}
     raw["final"] = {"mode": "reusable", "budget": 3, "threshold": 2.0}
     assert manifest.validate(raw, "hill.yaml")["final"]["sigma"] == 0.5
+
+
+def test_only_releases_spend_a_reusable_budget():
+    plain_started = {"started": {"final": True}}
+    reusable_started = {"started": {"final": True, "reusable": True}}
+    start = {"seq": 0, "mac": "x"}
+    assert logbook.spends_holdout(plain_started) is True  # a look is a look, killed or not
+    assert logbook.spends_holdout(reusable_started) is False  # killed before its answer: nothing shown
+    assert logbook.spends_holdout({"report": {"final": True, "release": True}, "start": start}) is True
+    assert logbook.spends_holdout({"report": {"final": True, "release": False}, "start": start}) is False
+    assert logbook.spends_holdout({"report": {"final": True}, "start": start}) is False  # plain: its start counted
+    assert logbook.spends_holdout({"report": {"final": True, "status": "passing"}}) is True  # before started entries
