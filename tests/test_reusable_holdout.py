@@ -27,6 +27,7 @@ SPLIT_EVAL = """\
         value = float((Path(submission) / ("holdout.txt" if final else "score.txt")).read_text())
         print(f"the {split} score is {value!r}")
         return {"passed": value >= 0, "metrics": [{"name": "total", "value": value, "direction": "max"}],
+                "config": [{"name": "mode", "value": split, "primary": True}],
                 "details": {} if value >= 0 else {"reason": "negative score"}}
     """
 
@@ -72,6 +73,8 @@ def test_the_reusable_holdout_answers_releases_and_refuses(hills_made, tmp_path)
         report = agreed.report
         assert report["final"] is True and report["release"] is False
         assert report["metrics"][0]["value"] == 0.5 == report["validation"]
+        # It answers for the holdout, and ranks with holdout reports, as a plain --final does.
+        assert report["config"][0] == {"name": "mode", "value": "holdout", "primary": True}
         assert "the validation score is 0.5" in agreed.err  # -v streams the first pass only
         assert CLOSE not in agreed.output
         assert "answered with the validation score" in agreed.err

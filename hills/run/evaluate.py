@@ -269,6 +269,11 @@ def _reusable_answer(plan: EvalPlan, envelope: Report, runs: Runs, holdout: Runs
     if holdout is None or holdout.status == "interrupted":
         return runs if holdout is None else _with_status(runs, holdout)
     assert plan.tree_hash is not None  # resolve() refused a budgeted --final --current
+    if holdout.cores:
+        # The report answers for the holdout: its config (an evaluator's
+        # `mode: holdout`, say) decides which reports it ranks with, as a
+        # plain --final's does.
+        envelope["config"] = list(holdout.cores[0].get("config", []))
     name, tree, final = plan.hill.name, plan.tree_hash, plan.spec["final"]
     gamma = thresholdout.held_gamma(name, tree, final["sigma"])
     if holdout.status == "passing" and holdout.cores:
