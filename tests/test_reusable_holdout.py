@@ -160,7 +160,9 @@ def test_statuses_of_the_two_passes(hills_made, tmp_path):
 
 
 @pytest.mark.parametrize("final, problem", [
-    ({"mode": "reusable"}, "missing key 'final.budget': expected an integer >= 0 under mode reusable"),
+    ({"mode": "reusable"}, "key 'final.budget': expected an integer >= 0 under mode reusable"),
+    ({"mode": "reusable", "budget": None}, "key 'final.budget': expected an integer >= 0 under mode reusable"),
+    ({"mode": "reusable", "budget": -1}, "key 'final.budget': expected an integer >= 0, got -1"),
     ({"mode": "plain", "threshold": 0.1}, "key 'final.threshold': expected no value under mode plain"),
     ({"mode": "reusable", "budget": 2, "sigma": 0}, "key 'final.sigma': expected a number greater than 0, got 0"),
     ({"mode": "reusable", "budget": 2, "threshold": "big"}, "key 'final.threshold': expected a number greater than 0"),

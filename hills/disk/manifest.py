@@ -391,8 +391,8 @@ def _final_rule(values: dict[str, Any], at: At) -> None:
                 at.child(name).fail("no value under mode plain (it is a parameter of mode: reusable)", values[name])
         return
     if values["budget"] is None:
-        at.child("budget").missing("an integer >= 0 under mode reusable: how many releases of the holdout "
-                                   "score each version allows")
+        at.child("budget").fail("an integer >= 0 under mode reusable (how many releases of the holdout score "
+                                "each version allows)", None)
     values.setdefault("threshold", DEFAULT_THRESHOLD)
     values.setdefault("sigma", values["threshold"] * SIGMA_PER_THRESHOLD)
 
