@@ -6,6 +6,10 @@ neither the report, the outputs nor the attempts log, where the plain
 holdout shows it."""
 
 import json
+import os
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -14,6 +18,7 @@ from hills.disk import manifest
 from hills.run import logbook, thresholdout
 
 from testing.eval_fixtures import attempts_log, hills, hills_home, make_hill, on_machine
+from testing.util import default_signals
 
 # Validation reads score.txt, the holdout split holdout.txt; it says its
 # score on stdout, which -v streams.
@@ -195,3 +200,62 @@ def test_only_releases_spend_a_reusable_budget():
     assert logbook.spends_holdout({"report": {"final": True, "release": False}, "start": start}) is False
     assert logbook.spends_holdout({"report": {"final": True}, "start": start}) is False  # plain: its start counted
     assert logbook.spends_holdout({"report": {"final": True, "status": "passing"}}) is True  # before started entries
+
+
+# SPLIT_EVAL, but the holdout run of a submission holding `sleep` marks its
+# run folder and sleeps, to be killed there.
+SLEEPY_EVAL = SPLIT_EVAL.replace(
+    '        print(f"the {split} score is {value!r}")\n',
+    '        print(f"the {split} score is {value!r}")\n'
+    '        if final and (Path(submission) / "sleep").exists():\n'
+    '            Path("ready").write_text("scored")\n'
+    '            import time; time.sleep(120)\n')
+
+
+def descendants(pid):
+    """Every process below `pid`, from /proc."""
+    parents = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def test_a_reusable_final_killed_before_its_answer_spends_nothing(hills_made, tmp_path):
+    with on_machine(hills_made):
+        make_hill("sleepy", SLEEPY_EVAL, timeout=60, extra=REUSABLE)
+    assert "time.sleep(120)" in SLEEPY_EVAL  # the evaluator does wait to be killed
+    folder = submission(tmp_path, "slow", FAR)
+    (folder / "sleep").write_text("")
+    process = subprocess.Popen(["hills", "eval", str(folder), "-H", "sleepy", "--final"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+    runs = hills_home() / "runs" / "sleepy"
+    deadline = time.monotonic() + 120
+    while not any(runs.glob("*/ready")):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    below = descendants(process.pid)
+    process.kill()
+    out, err = process.communicate(timeout=30)
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert FAR not in out + err
+    entries = [json.loads(line) for line in log_text("sleepy").splitlines()]
+    assert len(entries) == 1 and "started" in entries[0], entries  # killed before its outcome
+    assert entries[0]["started"]["reusable"] is True and sum(map(logbook.spends_holdout, entries)) == 0
+    shown = hills("attempts", "sleepy")
+    assert "ABANDONED (--final, reusable holdout: spends nothing without a release)" in shown.out, shown.output
+    # Its one unit is still there to spend.
+    released = hills("eval", submission(tmp_path, "quick", FAR), "-H", "sleepy", "--final")
+    assert released.code == 0 and released.report["release"] is True, released.output
