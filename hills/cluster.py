@@ -371,6 +371,12 @@ class Session:
         it is sent (so a job never answered is counted), under the holdout
         budget's lock when it is a --final one."""
         job, spec = prepared.job, self.spec
+        if job.final and spec["final"].get("mode") == "reusable":
+            # Thresholdout's threshold noise is sealed in this machine's
+            # state; a node would answer from its own.
+            raise NotScored(f"hill '{self.hill.name}' has a reusable holdout (final.mode: reusable): "
+                            "its --final evals run on this machine, not --on ray",
+                            hint="drop --on for the --final eval")
         pid = os.getpid()
         own = logbook.process_start(pid)
         runs = (job.repeat or spec["replicates"]) * (2 if spec["solution"] else 1) + (1 if spec["unit_tests"] else 0)

@@ -311,6 +311,18 @@ def test_final_evals_on_the_cluster_count_against_the_heads_budget(cluster, node
     assert refused["status"] == "refused" and "holdout budget of hill 'holdout' is spent: 1 of 1" in refused["reason"]
 
 
+def test_a_reusable_holdouts_final_evals_stay_on_this_machine(cluster, tmp_path):
+    head, _ = cluster
+    make_hill("reusable-ray", SLOW_EVAL, extra="final:\n  mode: reusable\n  budget: 1\n")
+    folder = submission(tmp_path / "r", {"score.txt": "1\n"})
+    result = run_bin("hills", "eval", folder, "-H", "reusable-ray", "--final", "--on", head.address, "--json",
+                     env=dict(os.environ, **LOOPBACK), timeout=120)
+    assert result.code == 5, result.output
+    [refused] = _lines(result.out)
+    assert refused["status"] == "refused" and "has a reusable holdout (final.mode: reusable)" in refused["reason"]
+    assert "--on ray" in refused["reason"]
+
+
 def test_a_gpu_hill_asks_for_a_gpu_the_cluster_lacks(cluster, module_machine, tmp_path):
     head, _ = cluster
     make_hill("needs-gpu", SLOW_EVAL, exclusive="gpu")

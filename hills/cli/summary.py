@@ -31,6 +31,12 @@ def render(report: Mapping[str, Any], submission: str, headed: bool = False) -> 
     noise = report.get("noise")
     if isinstance(noise, dict) and isinstance(noise.get("label"), str):
         say(f"  {noise['label']}")
+    if "release" in report:  # a --final of a reusable holdout (hills-report(5))
+        validation = report.get("validation")
+        shown = f"{validation:.6g}" if isinstance(validation, (int, float)) else "none"
+        say("  holdout      " + (f"released the holdout score with noise (validation {shown}): one unit of the "
+                                 "budget spent" if report["release"] else f"answered with the validation score "
+                                 f"{shown} (the holdout agrees within the threshold): no budget spent"))
     if report.get("trial"):
         say("  knobs        " + "  ".join(f"{k}={v}" for k, v in report["trial"].items()))
     if report.get("unit_tests"):

@@ -24,6 +24,19 @@ def command(name: str, as_json: bool) -> int:
     return errors.EXIT_OK
 
 
+def _holdout_line(described: dict) -> str:
+    """What --final costs and what is left of its budget."""
+    reusable = described["final_mode"] == "reusable"
+    unit = "releases of the holdout score" if reusable else "--final evals"
+    budget, used = described["final_budget"], described["final_used"]
+    line = ("- --final: reusable holdout (the validation score unless the holdout differs; "
+            "only releases count)" if reusable else "- --final: holdout split")
+    if budget is None:
+        return line + ", no budget"
+    spent = f"{used} used, {max(budget - used, 0)} left" if used is not None else "not counted yet"
+    return line + f", budget {budget} {unit}: {spent}"
+
+
 def render(described: dict) -> None:
     """The description as Markdown: contract, params, metrics, task."""
     emit(f"# {described['hill']} {described['version']}"
@@ -40,6 +53,7 @@ def render(described: dict) -> None:
              f"(under {described['path']})")
     emit(f"- evaluator: {described['evaluator']} shape, watchdog {described['timeout']}s")
     emit(_sandbox_line(described.get("sandbox", "auto")))
+    emit(_holdout_line(described))
     emit()
     emit("## Params")
     if not described["params"]:

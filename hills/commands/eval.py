@@ -45,7 +45,8 @@ DECLARED = fast.Declared("eval", HELP, [
     fast.Option("params", "-p", "--param", metavar="NAME=VALUE", multiple=True,
                 help="Set a param declared in hill.yaml (repeatable); typed and bounded."),
     fast.Option("final", "--final", flag=True,
-                help="Holdout mode: counted per hill version, against the final budget."),
+                help="Holdout mode: counted per hill version, against the final budget; under "
+                     "final.mode reusable, the validation score unless the holdout differs (a release)."),
     fast.Option("force", "--force", flag=True, help="Score HEAD even though the hill has uncommitted changes."),
     fast.Option("current", "--current", flag=True, help="Score the working tree, unofficially (tree_hash null)."),
     fast.Option("queue", "--queue", flag=True, help="Wait for the hill's exclusive resource instead of failing."),

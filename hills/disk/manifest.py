@@ -380,9 +380,37 @@ SOLUTION_KEYS = Table("a mapping with run and outputs", (
         required=True, missing="the files the scorer reads, such as [circles.json]"),
 ), rule=_solution_rule)
 
-FINAL_KEYS = Table("a mapping with budget", (
+# The reusable holdout's defaults: the values of the experiment of Dwork
+# et al. (Science 2015) on accuracies in [0, 1], sigma a quarter of T.
+DEFAULT_THRESHOLD = 0.04
+SIGMA_PER_THRESHOLD = 0.25
+_POSITIVE = scalar("a number greater than 0", lambda value: is_number(value) and value > 0)
+
+
+def _final_rule(values: dict[str, Any], at: At) -> None:
+    """The reusable holdout counts its releases against a budget, and only
+    it has a threshold and a noise scale; the plain holdout keeps its old
+    shape ({budget}), `mode` absent."""
+    mode = values.get("mode", "plain")
+    if mode == "plain":
+        values.pop("mode", None)
+        for name in ("threshold", "sigma"):
+            if name in values:
+                at.child(name).fail("no value under mode plain (it is a parameter of mode: reusable)", values[name])
+        return
+    if values["budget"] is None:
+        at.child("budget").fail("an integer >= 0 under mode reusable (how many releases of the holdout score "
+                                "each version allows)", None)
+    values.setdefault("threshold", DEFAULT_THRESHOLD)
+    values.setdefault("sigma", values["threshold"] * SIGMA_PER_THRESHOLD)
+
+
+FINAL_KEYS = Table("a mapping with mode, budget, threshold and sigma", (
+    Key("mode", one_of("plain", "reusable")),
     Key("budget", Maybe(scalar("an integer >= 0", lambda value: is_count(value, 0))), default=None),
-))
+    Key("threshold", _POSITIVE),
+    Key("sigma", _POSITIVE),
+), rule=_final_rule)
 
 LIMITS_KEYS = Table("a mapping with time, memory, processes, disk, file_size and cpu", (
     Key("time", _SECONDS),
@@ -481,14 +509,37 @@ each replicate's evaluator (the scoring phase, when the hill has a
 solution phase) also gets `HILLS_SECRET_SEED`, drawn for the evaluation
 and never passed to submitted code, from which it may regenerate its test
 inputs; the report's `seeds` names both once the evaluation has ended."""),
-    Key("final", FINAL_KEYS, kind="mapping", default={}, absent=null, note="default no budget",
-        doc="""`budget`: how many `--final` (holdout) evaluations each committed version
-of the hill allows, official or not (a look at the holdout is a look), an
-integer of at least 0, or null for no limit. An evaluation counts from the
-`started` entry written before its first process runs, so one that is
-killed or abandoned counts too; one refused before that does not. The count
-comes from the version's attempts log, which must verify. With a budget,
-`--final --current` is refused."""),
+    Key("final", FINAL_KEYS, kind="mapping", default={}, absent=null, note="default mode plain, no budget",
+        doc=f"""How `--final` (holdout) evaluations are counted and answered. `budget`:
+how many each committed version of the hill allows, an integer of at least
+0, or null for no limit. `mode`: `plain` (the default) or `reusable`.
+Under `plain` every `--final` evaluation counts, official or not (a look
+at the holdout is a look): it counts from the `started` entry written
+before its first process runs, so one that is killed or abandoned counts
+too; one refused before that does not. Under `reusable` (Thresholdout:
+Dwork, Feldman, Hardt, Pitassi, Reingold and Roth, "The reusable holdout",
+Science 2015) a `--final` evaluation runs the validation split and then
+the holdout split on the same submission and seeds, and answers with the
+validation score of the first metric unless the two differ by more than a
+noisy threshold, `threshold` plus Laplace noise of scale 2 `sigma` drawn
+anew after each release and a fresh Laplace noise of scale 4 `sigma` each
+time; then it releases the holdout score plus Laplace noise of scale
+`sigma`, and only such a release counts against `budget`, which `reusable`
+requires. The report's `release` and `validation` say which (see
+hills-report(5)); the true holdout score is never shown. `threshold` and
+`sigma` are numbers greater than 0 in the units of the first metric, by
+default {DEFAULT_THRESHOLD} and a quarter of the threshold: the values of the
+paper's experiment, on accuracies over 10,000 items a split. Choose them
+for the hill's metric and split sizes. The paper's Theorem 9 takes
+`threshold` = 3 tau / 4 and `sigma` = tau / (96 ln(4m / beta)) to keep
+each of m answers within tau of the true value with probability 1 - beta
+while the budget lasts, on a holdout large enough for the budget
+(docs/noise.md); in practice, a threshold several times the standard
+error of the difference between the two splits' scores (0.04 was about six
+of them at 10,000 items) and `sigma` a quarter of it. A threshold below
+that noise releases on most queries and spends the budget as the plain
+holdout would. With a budget, `--final --current` is refused; the
+count comes from the version's attempts log, which must verify."""),
     Key("exclusive", Maybe(scalar("a resource name such as gpu",
                                   lambda value: isinstance(value, str) and bool(RESOURCE_RE.match(value)))),
         kind="string", default=None,

@@ -34,6 +34,8 @@ class Report(TypedDict, total=False):
     param_defaults: dict[str, Any]
     neutral_params: list[str]
     final: bool
+    release: bool  # a reusable holdout's --final: the holdout score released (docs/noise.md)
+    validation: float | None  # beside release: the validation score of the first metric
     official: bool
     official_reason: str | None
     forced: bool

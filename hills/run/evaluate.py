@@ -215,8 +215,13 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
         expected = prepare_hill(plan, run_hill_dir, cache)
         _take_submission(plan, run_dir, envelope, say)
         ctx = build_context(plan, run_dir, expected, say)
+    holdout: Runs | None = None
     try:
         runs = _run_replicates(ctx, say, start, intake, held)
+        if plan.reusable and runs.status == "passing":
+            # The same submission and seeds on the holdout split; its
+            # unit tests ran on the first pass.
+            holdout = _run_replicates(ctx.holdout_pass(), say, unit_tests=False)
     finally:
         ctx.confinement.close()
     if runs.unit_tests is not None:
@@ -230,6 +235,8 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
         combined: Any = replicates.aggregate(list(runs.cores))  # report keys (report.normalize_core)
         envelope.update(combined)
     envelope["replicates"] = len(runs.cores)
+    if plan.reusable:
+        runs = _reusable_answer(plan, envelope, runs, holdout)
     # How the evaluator was confined: primary config, so an unconfined
     # report never ranks beside confined ones (rank.primary_tuple).
     envelope["config"] = [c for c in envelope["config"] if c.get("name") != "isolation"] + [
@@ -248,6 +255,59 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     report_module.judge(envelope, ctx.spec)  # comparability and plausibility (hills-report(5))
     if runs.status != "interrupted" and not req.current:
         check_locks(plan.hill, expected, cache)
+
+
+def _reusable_answer(plan: EvalPlan, envelope: Report, runs: Runs, holdout: Runs | None) -> Runs:
+    """Thresholdout's answer in `envelope`, the validation pass's report:
+    its first metric becomes the answer, with `release` and `validation`
+    beside it (docs/noise.md). No holdout number but a release's reaches
+    it. A holdout pass that did not pass is a release of its status and
+    reason; an interrupted one releases nothing. Returns the runs whose
+    status and reason the report takes."""
+    from . import thresholdout
+
+    metrics = envelope["metrics"]
+    envelope["validation"] = metrics[0]["value"] if metrics else None
+    envelope["release"] = False
+    if holdout is not None:
+        envelope["duration_s"] = round(runs.duration_s + holdout.duration_s, 3)
+    if holdout is None or holdout.status == "interrupted":
+        return runs if holdout is None else _with_status(runs, holdout)
+    assert plan.tree_hash is not None  # resolve() refused a budgeted --final --current
+    if holdout.cores:
+        # The report answers for the holdout: its config (an evaluator's
+        # `mode: holdout`, say) decides which reports it ranks with, as a
+        # plain --final's does.
+        envelope["config"] = list(holdout.cores[0].get("config", []))
+    name, tree, final = plan.hill.name, plan.tree_hash, plan.spec["final"]
+    gamma = thresholdout.held_gamma(name, tree, final["sigma"])
+    if holdout.status == "passing" and holdout.cores:
+        told = thresholdout.answer(metrics[0]["value"], _first_value(holdout.cores), final["threshold"],
+                                   final["sigma"], gamma)
+    else:  # its status is news of the holdout: released, with its score where it gave one
+        told = thresholdout.release(_first_value(holdout.cores), final["sigma"]) if holdout.cores else \
+            thresholdout.Answer(metrics[0]["value"], True, thresholdout.laplace(2.0 * final["sigma"]))
+        runs = _with_status(runs, holdout)
+    if told.release:
+        # A fresh threshold noise is sealed before the release is shown:
+        # an eval killed in between has shown nothing and spent nothing.
+        assert told.next_gamma is not None
+        thresholdout.keep_gamma(name, tree, told.next_gamma)
+        envelope["release"] = True
+    metrics[0]["value"] = told.value
+    return runs
+
+
+def _first_value(cores: tuple[dict[str, Any], ...]) -> float:
+    """The first metric's value over the replicates, as the report would say it."""
+    pooled: Any = replicates.aggregate(list(cores))
+    return pooled["metrics"][0]["value"]
+
+
+def _with_status(runs: Runs, holdout: Runs) -> Runs:
+    """The validation pass's runs with the holdout pass's status and reason."""
+    return Runs(runs.cores, holdout.status, holdout.reason, runs.duration_s, runs.output_dropped, runs.unit_tests,
+                runs.solution)
 
 
 def _take_submission(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -> None:
@@ -280,18 +340,21 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say, pytho
                                       sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"], public=public,
                                       elsewhere=sandbox.private_elsewhere(hill.path)
                                       if level == sandbox.LEVEL_BWRAP else (), gpu=spec["exclusive"] == "gpu")
-    return EvalContext(spec=spec, params=plan.params, trial=plan.trial, repeat=plan.repeat, final=req.final,
-                       verbose=req.verbose, queue=req.queue, split="holdout" if req.final else "validation",
+    return EvalContext(spec=spec, params=plan.params, trial=plan.trial, repeat=plan.repeat,
+                       final=req.final and not plan.reusable,
+                       verbose=req.verbose, queue=req.queue,
+                       split="holdout" if req.final and not plan.reusable else "validation",
                        run_dir=run_dir, run_hill_dir=run_hill_dir, source_dir=os.path.join(run_dir, "source"),
                        python=python, sdk_dir=sdk_dir, wrapper=os.path.join(sdk_dir, "bin", "python"),
                        confinement=confinement, seed_key=os.urandom(16).hex())
 
 
 def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], None] | None = None,
-                    intake: Callable[[], None] | None = None, held: Standby | None = None) -> Runs:
+                    intake: Callable[[], None] | None = None, held: Standby | None = None,
+                    unit_tests: bool = True) -> Runs:
     """Run the replicates, seeds 0..N-1, and the frozen unit tests after the
-    first; stop at the first that does not pass. `start` is called once the
-    exclusive resource is held and the first replicate's folder is ready,
+    first (unless not `unit_tests`); stop at the first that does not pass.
+    `start` is called once the exclusive resource is held and the first replicate's folder is ready,
     just before anything of it runs. `intake` (_pipeline) fills the run
     folder while the first replicate's evaluator boots, its folder then
     filled from the snapshot after it."""
@@ -346,7 +409,7 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
                 break
             assert run.core is not None  # a replicate that passed or failed was scored
             cores.append(run.core)
-            if seed == 0 and ctx.spec["unit_tests"] and status == "passing":
+            if seed == 0 and unit_tests and ctx.spec["unit_tests"] and status == "passing":
                 progress.phase(say, "running the frozen unit tests")
                 tests = run_unit_tests(ctx, rep)
                 status, reason = tests.status, tests.reason

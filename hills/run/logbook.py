@@ -39,13 +39,15 @@ def spends_holdout(entry: Mapping[str, Any]) -> bool:
     not (a killed eval spends its look). An outcome line names its started
     entry, or null when the eval stopped before anything ran (`start`), and
     adds nothing, so each eval counts once. A --final outcome from before
-    started entries counts unless it was refused."""
+    started entries counts unless it was refused. Under a reusable holdout
+    (its started entry says `reusable`) only a release spends: the outcome
+    whose report says `release: true`."""
     started = entry.get("started")
     if isinstance(started, dict):
-        return started.get("final") is True
-    if "start" in entry:
-        return False
+        return started.get("final") is True and started.get("reusable") is not True
     report = entry.get("report")
+    if "start" in entry:
+        return isinstance(report, dict) and report.get("release") is True
     return isinstance(report, dict) and bool(report.get("final")) and report.get("status") != "refused"
 
 
@@ -86,8 +88,9 @@ def guard_budget(plan: EvalPlan, run_dir: str) -> None:
         import shutil
 
         shutil.rmtree(run_dir, ignore_errors=True)
+        spent = "releases of the holdout score (reusable holdout)" if plan.reusable else "--final evals"
         raise NotScored(f"the holdout budget of hill '{plan.hill.name}' is spent: {used} of "
-                        f"{plan.budget} --final evals used for tree {plan.tree_hash[:12]}",
+                        f"{plan.budget} {spent} used for tree {plan.tree_hash[:12]}",
                         hint="evals without --final still score on the validation split; "
                              "a new committed version starts a new budget")
 
@@ -127,13 +130,16 @@ class Start:
         own = process_start(pid)
         # The longest the watchdog lets the run take: past it (and a margin)
         # an entry with no outcome is abandoned, on any machine.
-        runs = ctx.repeat * (2 if spec["solution"] else 1) + (1 if spec["unit_tests"] else 0)
+        passes = 2 if plan.reusable else 1  # a reusable --final runs both splits
+        runs = passes * ctx.repeat * (2 if spec["solution"] else 1) + (1 if spec["unit_tests"] else 0)
         record = {"run_id": envelope["run_id"], "hill": plan.hill.name, "tree_hash": envelope["tree_hash"],
                   "final": envelope["final"], "submission_hash": envelope["submission_hash"],
                   "timestamp": report_module.timestamp(), "pid": pid, "host": os.uname().nodename,
                   "pid_start": own[1] if own else None, "timeout_s": spec["timeout"] * runs}
         if plan.request.note is not None:
             record["note"] = plan.request.note
+        if plan.reusable:
+            record["reusable"] = True
         path = attempts_path(plan.hill.name, plan.log_tree, plan.hill.path)
         entry = chain.append(path, {"started": signing.clean_text(record)}, plan.key)
         self.link = {"seq": entry["seq"], "mac": entry["mac"]}

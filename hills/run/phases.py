@@ -376,7 +376,7 @@ def replicate(ctx: EvalContext, index: int, filled: bool = True) -> Replicate:
     environment; its folder left empty, to be filled later, unless `filled`."""
     from . import seeds
 
-    tag = "" if ctx.repeat == 1 else f"-{index}"
+    tag = ctx.tag + ("" if ctx.repeat == 1 else f"-{index}")
     seed, secret = seeds.replicate_seed(ctx.spec, ctx.seed_key, index), seeds.secret_seed(ctx.seed_key, index)
     submission_dir = fresh(os.path.join(ctx.run_dir, "submission" + tag))
     if filled:

@@ -225,7 +225,8 @@ def takes_in_while_booting(plan: EvalPlan, logged: bool) -> bool:
             or spec["evaluator"]["shape"] != "function":
         return False
     solution = spec["solution"]
-    return not solution or not (inputs_for(solution, "holdout" if req.final else "validation")
+    first_split = "holdout" if req.final and not plan.reusable else "validation"
+    return not solution or not (inputs_for(solution, first_split)
                                 or takes_solution(solution, os.fspath(req.submission)))
 
 

@@ -93,6 +93,13 @@ class EvalPlan:
         """The holdout budget this eval counts against, when it is a --final one."""
         return self.spec["final"]["budget"] if self.request.final else None
 
+    @property
+    def reusable(self) -> bool:
+        """Whether this is a --final eval of a reusable holdout (hill.yaml
+        `final.mode`): the validation split, then the holdout split, and
+        Thresholdout's answer (thresholdout.py)."""
+        return self.request.final and self.spec["final"].get("mode") == "reusable"
+
 
 @frozen
 class EvalContext:
@@ -107,7 +114,7 @@ class EvalContext:
     final: bool
     verbose: bool
     queue: bool
-    split: str  # HILLS_SPLIT: validation, or holdout under --final
+    split: str  # HILLS_SPLIT: validation, or holdout under --final (on a reusable one's second pass)
     run_dir: str
     run_hill_dir: str
     source_dir: str  # the snapshot each replicate copies
@@ -116,6 +123,18 @@ class EvalContext:
     wrapper: str  # $HILLS_PYTHON: the confined interpreter
     confinement: sandbox.Confinement
     seed_key: str = ""  # hex: draws the replicate and secret seeds (seeds.py)
+    tag: str = ""  # before each replicate's tag: "-holdout" on the holdout pass of a reusable --final
+
+    def holdout_pass(self) -> EvalContext:
+        """This context for the holdout pass of a reusable --final: the same
+        submission, folders and seeds on the holdout split, its files apart
+        (`tag`), and its output never streamed (-v): nothing of it reaches
+        the climber but Thresholdout's answer."""
+        return EvalContext(spec=self.spec, params=self.params, trial=self.trial, repeat=self.repeat, final=True,
+                           verbose=False, queue=self.queue, split="holdout", run_dir=self.run_dir,
+                           run_hill_dir=self.run_hill_dir, source_dir=self.source_dir, python=self.python,
+                           sdk_dir=self.sdk_dir, wrapper=self.wrapper, confinement=self.confinement,
+                           seed_key=self.seed_key, tag="-holdout")
 
 
 @frozen

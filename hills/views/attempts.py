@@ -387,7 +387,9 @@ def _attempt_row(attempt: dict[str, Any], digits: int = numbers.LEAST_DIGITS) ->
 
 def _unfinished_row(row: dict[str, Any]) -> str:
     started = row["started"]
-    final = " (--final: counts toward the holdout budget)" if started.get("final") is True else ""
+    final = "" if started.get("final") is not True else (
+        " (--final, reusable holdout: spends nothing without a release)" if started.get("reusable") is True
+        else " (--final: counts toward the holdout budget)")
     where = f"pid {started.get('pid')} on {started.get('host')}"
     said = (f"ABANDONED{final}  - started by {where}, which ended without logging an outcome (killed?)"
             if row["status"] == "abandoned" else f"RUNNING{final}  - {where} has not logged its outcome yet")

@@ -7,7 +7,7 @@ import os
 
 from ..disk import hill as hill_module, locks
 from ..freeze import commit as commit_module
-from ..base.errors import UsageError
+from ..base.errors import HillsError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,6 +97,21 @@ def log(hill: Hill) -> list[dict[str, Any]]:
     return versions
 
 
+def final_used(hill: Hill, tree_hash: str | None) -> int | None:
+    """What the committed version has spent of its holdout budget: its
+    --final evals, or under a reusable holdout its releases; None before
+    the first commit or where its log does not verify."""
+    if tree_hash is None:
+        return None
+    from ..evidence.trust import machine_keys
+    from ..run import logbook
+
+    try:
+        return logbook.final_count(hill.name, tree_hash, machine_keys())
+    except HillsError:
+        return None
+
+
 def describe(hill: Hill) -> dict[str, Any]:
     spec = hill.manifest()
     readme_path = os.path.join(hill.path, "README.md")
@@ -118,6 +133,8 @@ def describe(hill: Hill) -> dict[str, Any]:
         "timeout": spec["timeout"],
         "replicates": spec["replicates"],
         "final_budget": spec["final"]["budget"],
+        "final_mode": spec["final"].get("mode", "plain"),
+        "final_used": final_used(hill, hill.repo.tree_of(head) if head else None),
         "sandbox": spec["sandbox"],
         "examples": sorted(e for e in os.listdir(os.path.join(hill.path, "examples"))
                            if not e.startswith(".")) if os.path.isdir(os.path.join(hill.path, "examples")) else [],
