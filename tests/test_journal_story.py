@@ -107,6 +107,20 @@ def test_the_rendered_page_tells_the_story():
     assert "+3" in holdout
 
 
+def test_the_groups_table_says_what_the_best_of_n_gives_by_chance_alone():
+    # Five equal-ish submissions, the best 1.5 ahead of the first at a noise of 3: within what chance gives.
+    close = [report(60.0 - 0.3 * index, se=3.0, sub=f"c{index}") for index in range(6)]
+    groups = journal.render(constructed(close))
+    groups = groups[groups.index("<h2>Comparable groups</h2>"):groups.index("<h2", groups.index("Comparable") + 30)]
+    assert "chance alone" in groups
+    assert "<span class='verdict within'>best of 6 within what 6 tries of equal submissions give" in groups
+    # A lead far beyond it is not flagged.
+    far = close[:5] + [report(30.0, se=3.0, sub="c9")]
+    groups = journal.render(constructed(far))
+    groups = groups[groups.index("<h2>Comparable groups</h2>"):groups.index("<h2", groups.index("Comparable") + 30)]
+    assert "best of 6 beyond what 6 tries" in groups and "verdict within'>best of 6" not in groups
+
+
 def test_a_submission_is_never_compared_with_itself_per_instance():
     items = {f"p{i}": float(i) for i in range(5)}
     found = constructed([report(10.0, se=0.1, sub="s1", instances=items),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..evidence import signing
+from ..run import noise
 from ..run.replicates import noise_se, within_noise
 from . import attempts, info, numbers, picture, rank
 from .picture import figure, svg
@@ -635,9 +636,21 @@ def _groups_section(journal: Journal) -> str:
                      str(len(group.members)), _e(journal.name(best)) if best else "",
                      numbers.shown(best.value, digits) if best else "",
                      _e(noise_text(best.report, best.metric, digits)) if best else "",
-                     _e(change_text(best.report)[0]) if best else "", _e(top)])
+                     _e(change_text(best.report)[0]) if best else "", _e(top), _selection_cell(journal, group)])
     return _table(["comparable group", "metric", "direction", "passing", "best", "value", "noise of the best",
-                   "its change", "higher, within noise"], rows, frozenset({3, 5}))
+                   "its change", "higher, within noise", "chance alone"], rows, frozenset({3, 5}))
+
+
+def _selection_cell(journal: Journal, group: Group) -> str:
+    """What picking the best of the group's N evals gives by chance alone
+    (noise.selection: the lead over the first that N tries of equal
+    submissions reach at this noise), flagged when the best's lead is
+    within it."""
+    chosen = noise.selection([journal.at(position).report for position in group.members])
+    if chosen is None or chosen["n"] < 2:
+        return ""
+    text = _e(chosen["label"])
+    return f"<span class='verdict within'>{text}</span>" if chosen["within"] else text
 
 
 def _holdout_section(journal: Journal) -> str:
