@@ -16,6 +16,10 @@ sys.path.insert(0, str(HILL))  # gpt.py, the architecture
 MAX_CHECKPOINT_BYTES = 8 * 1024 ** 3
 MAX_RECORD_BYTES = 64 * 1024
 BATCH_TOKENS = 1 << 16
+# About this many items of the split's bytes, each a run of whole windows:
+# the loss is their mean, and their spread tells hills how much of a
+# difference between two runs the split's sampling alone makes.
+ITEMS = 128
 # The loss of a model that knows nothing of bytes: what a failed run scores.
 UNTRAINED_LOSS = math.log(256)
 # Common memory sizes of accelerators, in GB as vendors name them.
@@ -54,7 +58,7 @@ def eval(submission, *, final=False, time_budget_s=600.0, max_steps=0):
         details["steps"] = record["steps"]
     split = "holdout" if final else "validation"
     try:
-        loss = split_loss(model, (HILL / "private" / f"{split}.bin").read_bytes())
+        loss, items = split_loss(model, (HILL / "private" / f"{split}.bin").read_bytes())
     except Rejected as exc:
         details["reason"] = str(exc)
         return {"passed": False, "metrics": [_metric(UNTRAINED_LOSS)], "config": config, "details": details}
@@ -63,7 +67,8 @@ def eval(submission, *, final=False, time_budget_s=600.0, max_steps=0):
         details["reason"] = "the model's loss on the split is not finite"
         return {"passed": False, "metrics": [_metric(UNTRAINED_LOSS)], "config": config, "details": details}
     details["untrained_loss"] = UNTRAINED_LOSS
-    return {"passed": True, "metrics": [_metric(loss)], "config": config, "details": details}
+    return {"passed": True, "metrics": [_metric(loss)], "config": config, "details": details,
+            "items": {"aggregate": "mean", "values": items}}
 
 
 def _metric(value):
@@ -156,10 +161,22 @@ def _load_model(path):
     return model
 
 
+def item_windows(windows):
+    """How many windows each item holds: the divisor of `windows` that
+    gives the nearest count above ITEMS (or all of them, one each, when it
+    has none), so every item is the same size and the loss, their mean,
+    is the mean over every byte."""
+    for size in range(max(1, windows // ITEMS), 0, -1):
+        if windows % size == 0:
+            return size
+    return 1
+
+
 def split_loss(model, data):
     """Mean cross-entropy in nats per predicted byte over `data`, cut into
     windows of the model's block_size, each predicting its bytes after the
-    first."""
+    first; and the same per item, runs of item_windows() windows keyed by
+    their first byte's offset (`bytes-OFFSET`)."""
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -171,13 +188,16 @@ def split_loss(model, data):
         raise Rejected("the split is shorter than the model's block_size")
     inputs = tokens[:windows * block].view(windows, block)
     targets = tokens[1:windows * block + 1].view(windows, block)
-    per_batch = max(1, BATCH_TOKENS // block)
-    total = 0.0
+    size = item_windows(windows)
+    per_batch = max(size, BATCH_TOKENS // block // size * size)  # whole items to a batch
+    sums = []
     with torch.no_grad():
         for start in range(0, windows, per_batch):
             x = inputs[start:start + per_batch].to(device)
             y = targets[start:start + per_batch].to(device)
             logits, _ = model(x)
-            total += torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1),
-                                                       reduction="sum").item()
-    return total / (windows * block)
+            each = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1),
+                                                     reduction="none").view(-1, size * block)
+            sums.extend(each.double().sum(dim=1).tolist())
+    items = {f"bytes-{index * size * block}": total / (size * block) for index, total in enumerate(sums)}
+    return sum(items.values()) / len(items), items

@@ -14,7 +14,7 @@ HILL = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HILL))
 
 import make_data  # noqa: E402
-from eval import eval as evaluate, normalize_gpu  # noqa: E402
+from eval import ITEMS, eval as evaluate, item_windows, normalize_gpu  # noqa: E402
 
 TINY = {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 32}
 # Wide enough for one axis per byte value (see repeater).
@@ -138,6 +138,18 @@ def test_an_untrained_model_scores_about_the_uniform_loss(tmp_path):
     assert result["details"]["vocab_size"] == 256 and result["details"]["parameters"] > 0
     assert result["details"]["hardware"]["cpus"] >= 1
     assert result["config"][0] == {"name": "gpu", "value": result["config"][0]["value"], "primary": True}
+    # The loss is the mean of its items, runs of whole windows of one size.
+    items = result["items"]
+    assert items["aggregate"] == "mean" and len(items["values"]) >= 64
+    assert abs(sum(items["values"].values()) / len(items["values"]) - result["metrics"][0]["value"]) < 1e-12
+
+
+def test_items_are_whole_windows_of_one_size():
+    assert item_windows(1024) == 8 and item_windows(1000) == 5
+    assert item_windows(97) == 1 and item_windows(64) == 1
+    for windows in (1, 97, 256, 1000, 1024, 2048, 4095):
+        size = item_windows(windows)
+        assert windows % size == 0 and (windows // size >= ITEMS or size == 1)
 
 
 def test_the_loss_is_what_each_split_gives_a_model_that_repeats_the_last_byte(tmp_path):
