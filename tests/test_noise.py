@@ -363,7 +363,7 @@ def test_an_eval_signs_its_noise_and_the_views_say_it(counted, tmp_path):
     assert final.code == 0, final.output
     assert "items" not in final.report and final.report["noise"]["items"]["n"] == 88
     table = hills("attempts", "counted").out
-    assert "--final #" in table and "beside validation" in table and "the same submission" in table
+    assert "--final #" in table and "; validation " in table and "the same submission" in table
 
 
 @pytest.mark.slow

@@ -257,9 +257,10 @@ def selection(reports: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any] 
 
 
 def interval(report: Mapping[str, Any]) -> str:
-    """`X ±Y (95%)` of a report's first metric, or `X (noise unknown)`."""
+    """`X ±Y (95%)` of a report's first metric, or `X, noise unknown`
+    (without the reason, which the report's label gives)."""
     found = _first_value(report)
     if found is None:
         return "?"
     se = noise_se(report, found[0])
-    return f"{found[2]:.6g} ±{Z95 * se:.3g} (95%)" if se is not None else f"{found[2]:.6g} ({UNKNOWN})"
+    return f"{found[2]:.6g} ±{Z95 * se:.3g} (95%)" if se is not None else f"{found[2]:.6g}, noise unknown"

@@ -429,10 +429,10 @@ def render(result: dict[str, Any], emit: Callable[[str], object]) -> None:
             if chosen and chosen["n"] > 1:
                 emit(f"      {chosen['label']}")
     for final in result.get("finals") or []:
-        beside = (f"beside validation {final['validation']} (#{final['validation_number']}, "
+        beside = (f"; validation {final['validation']} (#{final['validation_number']}, "
                   + ("the same submission)" if final["same_submission"] else "the best validation score)")) \
-            if final["validation"] else "with no validation score to set it beside"
-        emit(f"  --final #{final['number']}: holdout {final['final']} {beside}")
+            if final["validation"] else "; no validation score to set it beside"
+        emit(f"  --final #{final['number']}: holdout {final['final']}{beside}")
     chain_state = result["chain"]
     if chain_state["ok"]:
         emit(f"chain intact: {chain_state['count']} entr{'y' if chain_state['count'] == 1 else 'ies'}")
