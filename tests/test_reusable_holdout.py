@@ -6,8 +6,6 @@ neither the report, the outputs nor the attempts log, where the plain
 holdout shows it."""
 
 import json
-import os
-import signal
 import subprocess
 import time
 
@@ -18,7 +16,7 @@ from hills.disk import manifest
 from hills.run import logbook, thresholdout
 
 from testing.eval_fixtures import attempts_log, hills, hills_home, make_hill, on_machine
-from testing.util import default_signals
+from testing.util import default_signals, kill_hard
 
 # Validation reads score.txt, the holdout split holdout.txt; it says its
 # score on stdout, which -v streams.
@@ -212,23 +210,6 @@ SLEEPY_EVAL = SPLIT_EVAL.replace(
     '            import time; time.sleep(120)\n')
 
 
-def descendants(pid):
-    """Every process below `pid`, from /proc."""
-    parents = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        children = parents.get(todo.pop(), [])
-        found += children
-        todo += children
-    return found
-
-
 def test_a_reusable_final_killed_before_its_answer_spends_nothing(hills_made, tmp_path):
     with on_machine(hills_made):
         make_hill("sleepy", SLEEPY_EVAL, timeout=60, extra=REUSABLE)
@@ -242,15 +223,7 @@ def test_a_reusable_final_killed_before_its_answer_spends_nothing(hills_made, tm
     while not any(runs.glob("*/ready")):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
-    below = descendants(process.pid)
-    process.kill()
-    out, err = process.communicate(timeout=30)
-    for pid in below:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert FAR not in out + err
+    assert FAR not in kill_hard(process)
     entries = [json.loads(line) for line in log_text("sleepy").splitlines()]
     assert len(entries) == 1 and "started" in entries[0], entries  # killed before its outcome
     assert entries[0]["started"]["reusable"] is True and sum(map(logbook.spends_holdout, entries)) == 0

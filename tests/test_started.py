@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.util import default_signals
+from testing.util import default_signals, kill_hard
 from testing.eval_fixtures import (attempts_log, hills, hills_home, log_entries, make_hill, real, submission,
                            tree_of)
 from hills.base import state
@@ -59,25 +59,6 @@ def folder(tmp_path: Path, name: str, sleep: bool = False) -> Path:
     return submission(tmp_path / name, files)
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def started_entries(log: Path) -> list[dict]:
     """The started entries of the whole lines of the log so far."""
     if not log.exists():
@@ -104,19 +85,6 @@ def wait_until_scored(process: subprocess.Popen, log: Path, seen: int = 0) -> di
                 return entries[-1]
         time.sleep(0.02)
     raise AssertionError("the evaluator never started")
-
-
-def kill_hard(process: subprocess.Popen) -> str:
-    """kill -9 the hills process, then what it left running; its output so far."""
-    below = descendants(process.pid)
-    process.kill()
-    out, err = process.communicate(timeout=30)
-    for pid in below:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return out + err
 
 
 def old_rule(entry: dict) -> bool:

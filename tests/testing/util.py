@@ -209,3 +209,35 @@ def default_signals() -> None:
     whatever the suite was started with."""
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_DFL)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_hard(process: subprocess.Popen) -> str:
+    """kill -9 the hills process, then what it left running; its output so far."""
+    below = descendants(process.pid)
+    process.kill()
+    out, err = process.communicate(timeout=30)
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return out + err
