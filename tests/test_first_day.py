@@ -1,0 +1,147 @@
+"""A newcomer's first day (issue 27): the rough edges a fresh user and a
+fresh agent tripped on, each held here by its exit code and its message."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testing.util import BIN_DIR, needs_bwrap, run_cli
+from hills.cli.output import compact_json
+from hills.disk import skill
+
+
+# 1. The skill names the install that matches the running hills.
+
+@pytest.mark.parametrize("origin, line", [
+    (skill.Origin({"url": "file:///src/hills", "dir_info": {"editable": True}}), "pip install -e /src/hills"),
+    (skill.Origin({"url": "file:///src/my%20hills", "dir_info": {}}), "pip install '/src/my hills'"),
+    (skill.Origin({"url": "file:///w/hills-0.1.0-py3-none-any.whl", "archive_info": {}}),
+     "pip install /w/hills-0.1.0-py3-none-any.whl"),
+    (skill.Origin({"url": "https://example.org/hills.git", "vcs_info": {"vcs": "git", "commit_id": "ab12"}}),
+     "pip install git+https://example.org/hills.git@ab12"),
+    (skill.Origin({"url": "file:///src/hills", "dir_info": {}}, uv_tool=True), "uv tool install /src/hills"),
+    (skill.Origin(None, checkout="/src/hills"), "pip install /src/hills"),
+    (skill.Origin(None), None),
+])
+def test_the_install_line_follows_how_hills_was_installed(origin: skill.Origin, line: str | None) -> None:
+    assert skill.install_line(origin) == line
+
+
+def test_the_installed_skill_names_the_running_install_and_never_pypi(tmp_path: Path) -> None:
+    shipped = skill.shipped_files()["SKILL.md"].decode()
+    assert skill.INSTALL_PLACEHOLDER in shipped, "the shipped SKILL.md lost its install line"
+    assert "`pip install hills`" not in shipped.replace("never\n`pip install hills`", "")
+    assert "uv tool install hills" not in shipped
+    result = run_cli("setup", "skill", "--dir", tmp_path)
+    assert result.code == 0, result.output
+    installed = (tmp_path / "hills" / "SKILL.md").read_text()
+    wanted = skill.install_line(skill.running_origin())
+    assert wanted is not None and wanted.split()[:2] == ["pip", "install"]
+    assert f"\n    {wanted}\n" in installed
+    assert skill.INSTALL_PLACEHOLDER not in installed
+    checked = run_cli("setup", "skill", "--dir", tmp_path, "--check")
+    assert checked.code == 0 and "current:" in checked.err, checked.output
+
+
+# 2. A report that fits on a screen.
+
+def test_compact_json_keeps_plain_arrays_on_a_line_and_packs_long_ones() -> None:
+    circles = [[round(0.1 + 0.2 * (i % 5), 1), round(0.1 + 0.2 * (i // 5), 1), 0.1] for i in range(25)]
+    value = {"picture": {"box": [0, 0, 1, 1], "circles": circles}, "empty": [], "none": {},
+             "rows": [{"name": "n", "value": 26, "primary": True}, {"name": "mode", "value": "é", "primary": True}],
+             "nested": [{"deep": [{"a": "x" * 60}, {"b": "y" * 60}]}], "seeds": list(range(40))}
+    text = compact_json(value)
+    assert json.loads(text) == value
+    lines = text.splitlines()
+    assert lines[:3] == ["{", '  "picture": {', '    "box": [0, 0, 1, 1],']
+    assert lines[4] == "      " + ", ".join(json.dumps(c) for c in circles[:5]) + ","
+    assert len(lines) == 24, text
+    assert '  "rows": [{"name": "n", "value": 26, "primary": true}, {"name": "mode", "value": "é", "primary": true}],' \
+        in lines
+    assert '        {"a": "' + "x" * 60 + '"},' in lines
+    assert '  "seeds": ' + json.dumps(list(range(40))) in lines
+    assert '  "empty": [],' in lines and '  "none": {},' in lines
+
+
+def _eval_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """`hills eval ARGS` with its stdout on a pseudo-terminal (as in a
+    person's shell), its stderr a pipe: the exit code and both outputs."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.Popen([str(BIN_DIR / "hills"), "eval", *args], cwd=cwd, stdout=follower,
+                                stderr=subprocess.PIPE, text=True)
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        err = done.stderr.read()
+        code = done.wait(timeout=300)
+    finally:
+        os.close(leader)
+    return code, seen.decode("utf-8", "replace"), err
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_eval_with_output_on_a_terminal_writes_the_file_and_shows_the_summary(shared_hill: Path,
+                                                                             tmp_path: Path) -> None:
+    import shutil
+
+    submission = tmp_path / "grid"
+    shutil.copytree(shared_hill / "examples" / "grid", submission)
+    target = tmp_path / "report.json"
+    code, out, err = _eval_on_a_terminal([str(submission), "-H", "circle-packing", "-o", str(target)],
+                                         Path.cwd())
+    assert code == 0, err
+    report = json.loads(target.read_text())
+    assert report["status"] == "passing"
+    assert out.strip() == "", f"the terminal got the report: {out[:200]}"
+    assert "PASSED" in err
+    piped = run_cli("eval", submission, "-H", "circle-packing", "-o", tmp_path / "piped.json")
+    assert piped.code == 0, piped.output
+    assert json.loads(piped.out)["status"] == "passing"
+    lines = piped.out.splitlines()
+    assert len(lines) < 100, f"{len(lines)} lines of JSON"
+    assert (tmp_path / "piped.json").read_text() == piped.out
+    one = run_cli("eval", submission, "-H", "circle-packing", "--json")
+    assert one.code == 0 and len(one.out.splitlines()) == 1, one.output
+
+
+# 4. A broken hill.yaml is the manifest's error, exit 1, as `hills check` says it.
+
+@pytest.mark.parametrize("verb", ["status", "describe"])
+def test_a_broken_manifest_is_a_refusal_naming_file_line_and_key(project: Path, verb: str) -> None:
+    created = run_cli("new", "broken", "-t", "circle-packing")
+    assert created.code == 0, created.output
+    manifest = Path(created.out.strip()) / "hill.yaml"
+    lines = manifest.read_text().splitlines()
+    manifest.write_text("\n".join(lines + ["timout: 5"]) + "\n")
+    result = run_cli(verb, "broken")
+    assert result.code == 1, result.output
+    assert result.error_lines == [f"error: '{manifest}': unknown key 'timout' (line {len(lines) + 1})"]
+    assert "hint: did you mean 'timeout'?" in result.err
+    assert "--help" not in result.err
+    checked = run_cli("check", "broken")
+    assert checked.code == 1 and "unknown key 'timout'" in checked.output
+    manifest.write_text("name: broken\nversion: [\n")
+    result = run_cli(verb, "broken")
+    assert result.code == 1, result.output
+    assert "not valid YAML at line 3" in result.err and "hint: fix it, then run 'hills check broken'" in result.err
+
+
+def test_an_unknown_hill_name_stays_a_usage_error(project: Path) -> None:
+    result = run_cli("status", "nowhere")
+    assert result.code == 2 and "no hill named 'nowhere'" in result.err, result.output
+
+
