@@ -145,3 +145,66 @@ def test_an_unknown_hill_name_stays_a_usage_error(project: Path) -> None:
     assert result.code == 2 and "no hill named 'nowhere'" in result.err, result.output
 
 
+
+
+# 5. A stale uv.lock names the hill's folder and the command that refreshes it.
+
+def test_a_stale_lock_names_the_folder_and_the_command_that_refreshes_it(project: Path) -> None:
+    import shlex
+
+    created = run_cli("new", "locked", "-t", "circle-packing")
+    assert created.code == 0, created.output
+    hill_dir = Path(created.out.strip())
+    pyproject = hill_dir / "pyproject.toml"
+    assert 'requires-python = ">=3.9"' in pyproject.read_text()
+    pyproject.write_text(pyproject.read_text().replace('">=3.9"', '">=3.10"'))
+    checked = run_cli("check", "locked")
+    assert checked.code == 1, checked.output
+    [line] = [line for line in checked.output.splitlines() if " dependencies " in line]
+    assert f"uv.lock in '{hill_dir}' is out of date with its pyproject.toml; refresh it with: " in line
+    assert "hint:" not in line and "`uv lock`" not in line
+    command = line.split("refresh it with: ", 1)[1]
+    words = shlex.split(command)
+    assert words[1:4] == ["lock", "--directory", str(hill_dir)]
+    refreshed = subprocess.run([skill_uv() if words[0] == "uv" else words[0], *words[1:]], capture_output=True,
+                               text=True, timeout=120)
+    assert refreshed.returncode == 0, refreshed.stderr
+    again = run_cli("check", "locked")
+    assert "uv.lock is up to date" in again.output, again.output
+
+
+def skill_uv() -> str:
+    from hills.disk import uvenv
+
+    return uvenv.uv_binary()
+
+
+# 6. Odd exits.
+
+def test_a_closed_pipe_is_quiet_and_exits_0(committed_hill: Path) -> None:
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run([str(BIN_DIR / "hills"), "log", "circle-packing"], stdout=writer,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    control = subprocess.run([str(BIN_DIR / "hills"), "log", "circle-packing"], capture_output=True, text=True,
+                             timeout=60)
+    assert control.returncode == 0 and "TREE" in control.stdout, control.stderr
+
+
+def test_rescore_of_a_dirty_hill_is_refused_before_any_work(committed_hill: Path) -> None:
+    logged = run_cli("log", "circle-packing", "--json")
+    assert logged.code == 0, logged.output
+    tree = json.loads(logged.out)[0]["tree_hash"]
+    readme = committed_hill / "README.md"
+    readme.write_text(readme.read_text() + "\nan edit\n")
+    result = run_cli("rescore", "circle-packing", "--from", tree)
+    assert result.code == 5, result.output
+    assert result.error_lines == ["error: hill 'circle-packing' has uncommitted changes (README.md): rescore scores "
+                                  "its last commit only when clean"]
+    assert "re-scoring" not in result.err
+    assert "--force" not in result.err and "--current" not in result.err
+    assert "hint: commit them first ('hills commit circle-packing -m MESSAGE')" in result.err

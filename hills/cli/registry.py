@@ -5,6 +5,7 @@ standalone `hills-commit`, `hills-eval`, `hills-sign` and `hills-chain`.
 module; running a verb imports its module alone."""
 
 import importlib
+import sys
 from collections.abc import Iterator, Mapping
 
 import click
@@ -132,6 +133,13 @@ def _invoke(command: click.Command, argv: list[str], prog_name: str) -> int:
     funnel to report like any other."""
     try:
         code = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except SystemExit as exc:
+        # click meets a closed stdout (`hills attempts NAME | head -1`) with
+        # exit 1 behind flush-pacifying streams: the funnel's closed pipe.
+        # (click 8.2 renamed the class _PacifyFlushWrapper; both names hold.)
+        if exc.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
+            raise BrokenPipeError() from None
+        raise
     except click.exceptions.Abort:
         raise KeyboardInterrupt from None
     except click.ClickException as exc:

@@ -88,7 +88,7 @@ def lock(hill_dir: Path | str) -> None:
 def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
     """(True, "") when uv.lock matches pyproject.toml, else (False, why)."""
     if not os.path.isfile(os.path.join(hill_dir, "uv.lock")):
-        return False, "uv.lock is missing (run 'uv lock' in the hill, or commit to regenerate it)"
+        return False, f"uv.lock is missing in '{hill_dir}'; write it with: {lock_command(hill_dir)}"
     uv = uv_binary()
     # uv's answer depends only on these two files, the interpreter and uv
     # itself: remember a yes (sealed) and skip the ~0.3 s call next time.
@@ -103,8 +103,24 @@ def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
         state.ensure_home()
         state.sealed_write(remembered, answer_key)
         return True, ""
-    reason = (done.stderr.strip().splitlines() or ["uv.lock does not match pyproject.toml"])[-1]
-    return False, reason
+    # uv's own hint ("run `uv lock`") names neither the folder nor the
+    # interpreter the hill locks for: say both.
+    lines = [line for line in done.stderr.strip().splitlines() if not line.lower().startswith("hint:")]
+    said = lines[-1].removeprefix("error: ").strip() if lines else ""
+    why = f" (uv: {said})" if said and "needs to be updated" not in said else ""
+    return False, (f"uv.lock in '{hill_dir}' is out of date with its pyproject.toml{why}; "
+                   f"refresh it with: {lock_command(hill_dir)}")
+
+
+def lock_command(hill_dir: Path | str) -> str:
+    """The shell line that writes the hill's uv.lock as hills locks it."""
+    import shlex
+    import shutil
+
+    uv = uv_binary()
+    shown = "uv" if shutil.which("uv") == uv else uv
+    return " ".join(shlex.quote(str(word)) for word in (shown, "lock", "--directory", hill_dir,
+                                                        "--python", interpreter()))
 
 
 def env_digest(hill_dir: Path | str) -> str:
