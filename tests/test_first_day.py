@@ -4,6 +4,7 @@ fresh agent tripped on, each held here by its exit code and its message."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,107 @@ def test_rescore_of_a_dirty_hill_is_refused_before_any_work(committed_hill: Path
     assert "re-scoring" not in result.err
     assert "--force" not in result.err and "--current" not in result.err
     assert "hint: commit them first ('hills commit circle-packing -m MESSAGE')" in result.err
+
+
+# 3. An environment build says how it goes.
+
+FAKE_UV = """
+import os, sys, time
+env = os.environ["UV_PROJECT_ENVIRONMENT"]
+os.makedirs(os.path.join(env, "lib", "site-packages", "torch-2.0.dist-info"))
+with open(os.path.join(env, "lib", "site-packages", "big.bin"), "wb") as handle:
+    handle.write(b"x" * 2_500_000)
+for line in ("Resolved 3 packages in 1ms", "Prepared 2 packages in 3s", "Installed 2 packages in 1s"):
+    print(line, file=sys.stderr, flush=True)
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("mode", ["live", "lines"])
+def test_an_environment_build_shows_uv_lines_and_a_count_on_a_terminal_only(tmp_path: Path, mode: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from hills.base import progress
+    from hills.disk import uvenv
+
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+    stream = io.StringIO()
+    env_dir = tmp_path / "env"
+    with progress.Progress(mode, stream=stream) as shown:
+        shown.phase("check 'environment'")
+        code, stderr = uvenv.build([sys.executable, "-c", FAKE_UV], tmp_path, str(env_dir), "demo", shown)
+        assert shown.current == ("check 'environment'" if mode == "live" else
+                                 "building the environment of hill 'demo' with uv")
+    assert code == 0 and "Installed 2 packages in 1s" in stderr
+    said = stream.getvalue()
+    if mode == "live":
+        assert "  uv: Resolved 3 packages in 1ms\n" in said and "  uv: Installed 2 packages in 1s\n" in said
+        assert "hills: built the environment of hill 'demo': 1 package(s), 2.5 MB, in 0s\n" in said
+    else:
+        assert said.splitlines() == ["hills: check 'environment'",
+                                     "hills: building the environment of hill 'demo' with uv"]
+
+
+@pytest.mark.parametrize("count, shown", [(0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (5_400_000_000, "5.4 GB"),
+                                          (10_600_000_000, "11 GB"), (812_000_000, "812 MB")])
+def test_sizes_read_as_du_si_writes_them(count: int, shown: str) -> None:
+    from hills.disk import uvenv
+
+    assert uvenv.human_bytes(count) == shown
+
+
+def _train_module():  # the example's train.py: its clock rules import without torch
+    import importlib.util
+
+    from testing.util import REPO_ROOT
+
+    path = REPO_ROOT / "examples" / "nanogpt-10min" / "examples" / "gpt" / "train.py"
+    spec = importlib.util.spec_from_file_location("nanogpt_train", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert "torch" not in module.__dict__
+    return module
+
+
+def _simulated_end(rng, budget: float, may_step, save_s: float) -> float:
+    """The second a run of `budget` ends at on a machine whose load drifts
+    (each step up to 1.9 times the one before, or down to 0.6, from 0.2 s
+    to 4 s: a bigger model than the example's on shared cores), stopping
+    by `may_step(now, step_times)`: its last step, its save, its exit."""
+    now, load, step_times = rng.uniform(2.0, 12.0), 1.0, []  # the imports take what they take
+    while may_step(now, step_times):
+        load = min(20.0, max(0.5, load * rng.uniform(0.6, 1.9)))
+        step = 0.2 * load
+        now += step
+        step_times.append(step)
+    return now + save_s + 0.3
+
+
+def test_the_examples_training_loop_stops_in_time_on_a_loaded_machine() -> None:
+    import random
+
+    train = _train_module()
+    budget, save_in_memory, save_on_disk = 30.0, 0.05, 0.12
+    rng = random.Random(20261202)
+    new_ends = [_simulated_end(rng, budget, lambda now, steps: train.another_step(now, budget, steps,
+                                                                                   save_in_memory), save_on_disk)
+                for _ in range(2000)]
+
+    def old_rule(now: float, steps: list[float]) -> bool:  # the last step alone, a fixed reserve
+        return now + (steps[-1] if len(steps) > 1 else 0.0) <= budget - (1.0 + 0.02 * budget)
+
+    rng = random.Random(20261202)
+    old_ends = [_simulated_end(rng, budget, old_rule, save_on_disk) for _ in range(2000)]
+    assert sum(end > budget for end in old_ends) > 5, "the control: the old rule overran on no drifting machine"
+    assert max(new_ends) <= budget, max(new_ends)
+    # Stopping in time is not stopping early: the median run uses the budget.
+    assert sorted(new_ends)[1000] > budget - 6, sorted(new_ends)[1000]
+
+
+def test_the_examples_first_step_waits_for_half_the_budget() -> None:
+    train = _train_module()
+    assert train.another_step(10.0, 30.0, [], 0.0) and not train.another_step(15.0, 30.0, [], 0.0)
+    assert train.margin([0.1, 0.4, 0.2], 0.1) == pytest.approx(2.0 * 0.4 + 3.0 * 0.1 + 0.5)
+    assert train.another_step(30.0 - 1.6, 30.0, [0.4], 0.1) and not train.another_step(30.0 - 1.5, 30.0, [0.4], 0.1)

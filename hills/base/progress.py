@@ -111,6 +111,11 @@ class Progress:
             self._thread = threading.Thread(target=self._redraw, name="hills-progress", daemon=True)
             self._thread.start()
 
+    @property
+    def current(self) -> str | None:
+        """The phase now shown, if any."""
+        return self._phase
+
     def line(self) -> str:
         """The live line's text: the phase and the seconds since the work began."""
         return f"hills: {self._phase}  {time.monotonic() - self._started:.0f}s"

@@ -9,6 +9,10 @@ import os
 from ..disk import uvenv
 from ..run.env import sdk_path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class Result:
     def __init__(self, name: str, status: str, detail: str) -> None:
@@ -18,9 +22,9 @@ class Result:
         return {"check": self.name, "status": self.status, "detail": self.detail}
 
 
-def hill_python(hill_name: str, hill_dir: str) -> str:
+def hill_python(hill_name: str, hill_dir: str, say: Callable[[str], object] | None = None) -> str:
     """The interpreter of the environment built from the hill's working files."""
-    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
+    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir, say=say)
 
 
 def check_env() -> dict[str, str]:

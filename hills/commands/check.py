@@ -40,7 +40,7 @@ def command(name: str, no_tests: bool, as_json: bool) -> int:
     with Progress(mode_for()) as shown:
         shown.phase("check 'manifest'")
         tell = None if as_json else check_teller(shown, emit)
-        results = check.run_checks(target.path, tests=not no_tests, tell=tell)
+        results = check.run_checks(target.path, tests=not no_tests, tell=tell, say=shown)
     failed = [r for r in results if r.status == "fail"]
     if as_json:
         emit_json({"hill": target.name, "passed": not failed, "checks": [r.as_dict() for r in results]})
