@@ -17,9 +17,17 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WO
 # command the tests and benchmarks run), and hills.disk.hill.shipped() finds
 # examples/, hooks/ and skills/ beside the package. setuptools calls the
 # mode transitional: where it is gone, the default mode is used.
-$(BIN)/.installed: pyproject.toml
+# .installed-hills is hills and its dependencies, all the quickstart needs;
+# .installed adds the test extra (pytest, mypy, ruff, optuna, ray,
+# matplotlib, docutils), which only the tests need.
+$(BIN)/.installed-hills: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e . --config-settings editable_mode=compat \
+		|| $(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-hills
 	$(BIN)/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat \
 		|| $(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
@@ -27,10 +35,11 @@ $(BIN)/.installed: pyproject.toml
 # pip's editable install leaves out the wheel's data files, the man pages
 # among them: write them into .venv/share/man, where man finds them for
 # .venv/bin on PATH. Pages that did not change are not rewritten.
-man-install: $(BIN)/.installed
+# Copying the rendered pages needs no docutils: hills alone will do.
+man-install: $(BIN)/.installed-hills
 	$(BIN)/python -m hills.manpages --install $(VENV)
 
-quickstart: $(BIN)/.installed man-install
+quickstart: $(BIN)/.installed-hills man-install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/quickstart.sh
 
 # Every test: what CI runs (.ci/run).
