@@ -313,3 +313,40 @@ def test_the_examples_first_step_waits_for_half_the_budget() -> None:
     assert train.another_step(10.0, 30.0, [], 0.0) and not train.another_step(15.0, 30.0, [], 0.0)
     assert train.margin([0.1, 0.4, 0.2], 0.1) == pytest.approx(2.0 * 0.4 + 3.0 * 0.1 + 0.5)
     assert train.another_step(30.0 - 1.6, 30.0, [0.4], 0.1) and not train.another_step(30.0 - 1.5, 30.0, [0.4], 0.1)
+
+
+# 8. A quiet, light install.
+
+@pytest.mark.slow
+def test_the_wheel_builds_without_setuptools_warnings(tmp_path: Path) -> None:
+    import zipfile
+
+    from testing.util import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"),
+                           str(REPO_ROOT)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [wheel] = (tmp_path / "wheel").glob("hills-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hills/examples/dataset/make_data.py" in names and "hills/skills/hills/SKILL.md" in names
+    assert "hills/examples/default/tests/test_eval.py" in names
+    output = done.stdout + done.stderr
+    assert "importable package" not in output and "Warning" not in output, output[:2000]
+
+
+def test_the_quickstart_installs_hills_alone_and_the_tests_add_their_extra() -> None:
+    import re
+
+    from testing.util import REPO_ROOT
+
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    rules = {match.group(1): (match.group(2).split(), match.group(3))
+             for match in re.finditer(r"^(\S+):([^=\n]*)\n((?:\t.*\n)*)", makefile, re.MULTILINE)}
+    assert rules["quickstart"][0] == ["$(BIN)/.installed-hills", "man-install"]
+    assert rules["man-install"][0] == ["$(BIN)/.installed-hills"]
+    hills_only = rules["$(BIN)/.installed-hills"][1]
+    assert "$(EDITABLE) ." in hills_only and "[test]" not in hills_only
+    assert rules["$(BIN)/.installed"][0] == ["$(BIN)/.installed-hills"]
+    assert "$(EDITABLE) '.[test]'" in rules["$(BIN)/.installed"][1]
+    for target in ("test", "test-fast"):
+        assert "$(BIN)/.installed" in rules[target][0], target
