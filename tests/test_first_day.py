@@ -350,3 +350,73 @@ def test_the_quickstart_installs_hills_alone_and_the_tests_add_their_extra() -> 
     assert "$(EDITABLE) '.[test]'" in rules["$(BIN)/.installed"][1]
     for target in ("test", "test-fast"):
         assert "$(BIN)/.installed" in rules[target][0], target
+
+
+# 7. Small finds.
+
+def test_project_check_without_agent_checks_what_project_install_put_there(project: Path, hermetic) -> None:
+    assert not (Path(hermetic.home) / ".claude").exists(), "the hermetic home has an agent CLI folder"
+    installed = run_cli("setup", "skill", "--project", "--agent", "claude-code")
+    assert installed.code == 0, installed.output
+    assert installed.out.strip() == str(project / ".claude" / "skills" / "hills")
+    checked = run_cli("setup", "skill", "--project", "--check")
+    assert checked.code == 0, checked.output
+    assert checked.out.strip() == str(project / ".claude" / "skills" / "hills")
+    assert f"current: {project / '.claude' / 'skills' / 'hills'} (claude-code)" in checked.err
+    elsewhere = run_cli("setup", "skill", "--check")
+    assert elsewhere.code == 1 and "missing: " + str(Path(hermetic.home) / ".agents" / "skills" / "hills") \
+        in elsewhere.err, elsewhere.output
+
+
+PRINTING_EVAL = """\
+    import sys
+    from pathlib import Path
+
+    def eval(submission, *, final=False, **params):
+        print("EVALUATOR SPEAKS", file=sys.stderr, flush=True)
+        value = float((Path(submission) / "score.txt").read_text())
+        return {"passed": True, "metrics": [{"name": "total", "value": value, "direction": "max"}]}
+    """
+
+
+def test_verbose_phase_lines_come_before_the_output_of_their_phase(project: Path, tmp_path: Path) -> None:
+    from testing.eval_fixtures import hills, make_hill, submission
+
+    make_hill("loud", PRINTING_EVAL)
+    result = hills("eval", submission(tmp_path / "sub", {"score.txt": "3\n"}), "-H", "loud", "-v")
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert "EVALUATOR SPEAKS" in lines and "hills: scoring" in lines, result.err
+    assert lines.index("hills: scoring") < lines.index("EVALUATOR SPEAKS"), result.err
+
+
+def test_a_phase_line_at_once_or_after_a_while() -> None:
+    import io
+
+    from hills.base import progress
+
+    for at_once, shown in ((True, "hills: scoring\n"), (False, "")):
+        stream = io.StringIO()
+        with progress.Progress(progress.LINES, stream=stream, at_once=at_once) as said:
+            said.phase("scoring")
+            assert stream.getvalue() == shown, at_once
+
+
+@needs_bwrap
+def test_show_prints_the_reports_details(shared_hill: Path, tmp_path: Path) -> None:
+    import shutil
+
+    submission = tmp_path / "grid"
+    shutil.copytree(shared_hill / "examples" / "grid", submission)
+    target = tmp_path / "report.json"
+    scored = run_cli("eval", submission, "-H", "circle-packing", "-o", target)
+    assert scored.code == 0, scored.output
+    details = json.loads(target.read_text())["details"]
+    assert set(details) == {"min_radius", "max_radius"}
+    shown = run_cli("show", target)
+    assert shown.code == 0, shown.output
+    lines = shown.out.splitlines()
+    assert "details:" in lines
+    at = lines.index("details:")
+    assert lines[at + 1:at + 3] == [f"  {'min_radius':<20} {details['min_radius']:.6g}",
+                                    f"  {'max_radius':<20} {details['max_radius']:.6g}"]

@@ -154,7 +154,7 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     # On a terminal the header comes first and a live line runs below it;
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
     with Progress(mode_for(quiet or as_json, options.progress, options.verbose, elsewhere=LINES),
-                  quiet_messages=quiet) as shown:
+                  quiet_messages=quiet, at_once=options.verbose) as shown:
         outcome = evaluate.evaluate(request, say=shown, standby=standby)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
         _emit_report(outcome.report, output, as_json, options.summary_only)

@@ -101,14 +101,18 @@ def project_root(start: str | None = None) -> str:
 def targets(agents: Sequence[str] = (), folder: str | None = None, project: bool = False,
             root: str | None = None) -> list[Target]:
     """Where to install: into `folder` (a skills folder) when given; else
-    for each named agent; else for each agent CLI found on this machine
-    (its marker folder exists), and the generic layout when none is."""
+    for each named agent; else, in a project, for each agent whose skills
+    folder the project has (so `--project --check` finds what `--project
+    --agent NAME` installed); else for each agent CLI found on this
+    machine (its marker folder exists), and the generic layout when none is."""
     if folder is not None:
         return [Target(os.path.join(os.path.abspath(os.path.expanduser(folder)), SKILL_NAME), tuple(agents))]
     chosen = [agent(name) for name in agents]
+    base = project_root(root) if project else None
+    if not chosen and base is not None:
+        chosen = [a for a in AGENTS if os.path.isdir(os.path.join(base, a.project))]
     if not chosen:
         chosen = [a for a in AGENTS if a.marker and os.path.isdir(os.path.expanduser(a.marker))] or [GENERIC]
-    base = project_root(root) if project else None
     by_folder: dict[str, list[str]] = {}
     for one in chosen:
         skills_dir = os.path.join(base, one.project) if base else os.path.expanduser(one.user)
