@@ -420,3 +420,20 @@ def test_show_prints_the_reports_details(shared_hill: Path, tmp_path: Path) -> N
     at = lines.index("details:")
     assert lines[at + 1:at + 3] == [f"  {'min_radius':<20} {details['min_radius']:.6g}",
                                     f"  {'max_radius':<20} {details['max_radius']:.6g}"]
+
+
+@needs_bwrap
+def test_check_names_the_cheats_it_tried_with_v_and_in_json(shared_hill: Path) -> None:
+    import re
+
+    listed = run_cli("check", "circle-packing", "--json")
+    assert listed.code == 0, listed.output
+    [corpus] = [entry for entry in json.loads(listed.out)["checks"] if entry["check"] == "cheat corpus"]
+    count = int(re.match(r"(\d+) cheats tried, none got through", corpus["detail"]).group(1))
+    assert len(corpus["tried"]) == count >= 10 and "copy of the example" in corpus["tried"]
+    named = run_cli("check", "circle-packing", "-v")
+    assert named.code == 0, named.output
+    assert [line.split("tried  ", 1)[1] for line in named.out.splitlines()
+            if line.startswith("        tried  ")] == corpus["tried"]
+    plain = run_cli("check", "circle-packing")
+    assert plain.code == 0 and "        tried  " not in plain.out and f"{count} cheats tried" in plain.out
