@@ -437,3 +437,85 @@ def test_check_names_the_cheats_it_tried_with_v_and_in_json(shared_hill: Path) -
             if line.startswith("        tried  ")] == corpus["tried"]
     plain = run_cli("check", "circle-packing")
     assert plain.code == 0 and "        tried  " not in plain.out and f"{count} cheats tried" in plain.out
+
+
+def test_a_pin_follows_its_hill_when_the_project_moves(project: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, submission, tree_of
+
+    hill_dir = make_hill("moving", SCORE_EVAL)
+    first = tree_of(hill_dir)
+    (hill_dir / "README.md").write_text((hill_dir / "README.md").read_text() + "\nA second version.\n")
+    assert hills("commit", "moving", "-m", "second").code == 0
+    assert hills("pin", "moving", first).code == 0
+    moved = tmp_path / "elsewhere" / ".hills" / "moving"
+    moved.parent.mkdir(parents=True)
+    shutil.move(str(hill_dir), str(moved))
+    sub = submission(tmp_path / "sub", {"score.txt": "2\n"})
+    result = hills("eval", sub, "-H", str(moved))
+    assert result.code == 0, result.output
+    assert result.report["official"] is False
+    assert f"is not the approved version of hill 'moving' (approved: {first[:12]})" in result.report["official_reason"]
+    assert hills("pin", str(moved), "--clear").code == 0
+    again = hills("eval", sub, "-H", str(moved))
+    assert again.code == 0 and again.report["official"] is True, again.output
+
+
+def test_an_approval_kept_by_folder_before_still_holds(project: Path, tmp_path: Path) -> None:
+    from testing.eval_fixtures import SCORE_EVAL, hills, make_hill, submission, tree_of
+    from hills.base import state
+    from hills.disk import pin
+
+    hill_dir = make_hill("older", SCORE_EVAL)
+    first = tree_of(hill_dir)
+    (hill_dir / "README.md").write_text((hill_dir / "README.md").read_text() + "\nA second version.\n")
+    assert hills("commit", "older", "-m", "second").code == 0
+    key = state.load_key()
+
+    def record(registry: dict) -> None:  # the record `hills pin` wrote before approvals had the hill's identity
+        entry = state.registry_entry(registry, "older", str(hill_dir), add=True)
+        entry["pinned"] = {"tree_hash": first, "mac": pin._mac("older", first, key)}
+
+    state.update_registry(record)
+    result = hills("eval", submission(tmp_path / "sub", {"score.txt": "2\n"}), "-H", "older")
+    assert result.code == 0 and result.report["official"] is False, result.output
+    assert hills("pin", "older", "--clear").code == 0
+    assert not (state.registry_entry(state.load_registry(), "older", str(hill_dir)) or {}).get("pinned")
+
+
+@pytest.mark.parametrize("first, second, close", [("dd", "d", True), ("d", "dd", True), ("cp", "cq", True),
+                                                  ("circle", "circles", True), ("ab", "ba", False),
+                                                  ("d", "d", False), ("abc", "a", False)])
+def test_one_edit_apart(first: str, second: str, close: bool) -> None:
+    from hills.disk import hill
+
+    assert hill.one_edit_apart(first, second) is close
+
+
+def test_a_mistyped_short_name_gets_a_suggestion(project: Path, tmp_path: Path) -> None:
+    assert run_cli("new", "d").code == 0
+    for argv in (["status", "dd"], ["eval", str(tmp_path), "-H", "dd"], ["attempts", "x"]):
+        result = run_cli(*argv)
+        assert result.code == 2, result.output
+        assert result.error_lines == [f"error: no hill named '{argv[-1]}'"]
+        assert "hint: did you mean 'd'?" in result.err, result.output
+
+
+@needs_bwrap
+def test_reading_commands_never_make_the_machine_key(committed_hill: Path, tmp_path: Path, hermetic) -> None:
+    import shutil
+
+    from hills.base import state
+
+    submission = tmp_path / "grid"
+    shutil.copytree(committed_hill / "examples" / "grid", submission)
+    assert run_cli("eval", submission, "-H", "circle-packing", "-o", tmp_path / "r.json").code == 0
+    key = Path(state.key_path())
+    assert key.is_file(), "the eval signed without a machine key"
+    key.unlink()
+    for argv in (["attempts", "circle-packing"], ["chain", "verify", "circle-packing"],
+                 ["rank", tmp_path / "r.json"], ["log", "circle-packing"], ["show", tmp_path / "r.json"]):
+        result = run_cli(*argv)
+        assert result.code in (0, 1), (argv, result.output)
+        assert not key.exists(), f"'hills {' '.join(map(str, argv))}' made the machine key"
