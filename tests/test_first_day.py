@@ -138,7 +138,9 @@ def test_a_broken_manifest_is_a_refusal_naming_file_line_and_key(project: Path, 
     manifest.write_text("name: broken\nversion: [\n")
     result = run_cli(verb, "broken")
     assert result.code == 1, result.output
-    assert "not valid YAML at line 3" in result.err and "hint: fix it, then run 'hills check broken'" in result.err
+    assert "not valid YAML at line 3" in result.err
+    assert "hint: fix it, then run 'hills check broken'; or undo the edit with 'hills restore broken hill.yaml'" \
+        in result.err
 
 
 def test_an_unknown_hill_name_stays_a_usage_error(project: Path) -> None:
@@ -519,3 +521,34 @@ def test_reading_commands_never_make_the_machine_key(committed_hill: Path, tmp_p
         result = run_cli(*argv)
         assert result.code in (0, 1), (argv, result.output)
         assert not key.exists(), f"'hills {' '.join(map(str, argv))}' made the machine key"
+
+
+def test_restore_discards_an_edit_of_the_manifest(committed_hill: Path) -> None:
+    manifest = committed_hill / "hill.yaml"
+    before = manifest.read_bytes()
+    manifest.write_bytes(before + b"timout: 5\n")
+    (committed_hill / "README.md").write_text("an edit\n")
+    (committed_hill / "notes.txt").write_text("added since\n")
+    broken = run_cli("status", "circle-packing")
+    assert broken.code == 1 and "unknown key 'timout'" in broken.err, broken.output
+    refused = run_cli("restore", "circle-packing", "hill.yaml", "notes.txt")
+    assert refused.code == 2, refused.output
+    assert refused.error_lines == ["error: 'notes.txt' is not a file of the last commit of hill 'circle-packing'"]
+    assert manifest.read_bytes() != before, "a refused restore touched a file"
+    outside = run_cli("restore", "circle-packing", "../elsewhere")
+    assert outside.code == 2 and "is not a file of hill 'circle-packing'" in outside.err, outside.output
+    one = run_cli("restore", "circle-packing", "hill.yaml")
+    assert one.code == 0 and one.out == "hill.yaml\n", one.output
+    assert manifest.read_bytes() == before
+    assert run_cli("status", "circle-packing").code == 0
+    rest = run_cli("restore", "circle-packing")
+    assert rest.code == 0 and rest.out == "README.md\n", rest.output
+    assert (committed_hill / "notes.txt").is_file()
+    again = run_cli("restore", "circle-packing")
+    assert again.code == 0 and again.out == "" and "nothing to restore" in again.err
+
+
+def test_restore_of_a_hill_without_commits(project: Path) -> None:
+    assert run_cli("new", "fresh").code == 0
+    result = run_cli("restore", "fresh")
+    assert result.code == 2 and "hill 'fresh' has no commits yet" in result.err, result.output

@@ -24,6 +24,7 @@ SUMMARIES = {
     "commit": "Freeze a hill: gate, regenerate locks, record a commit.",
     "hook": None,
     "status": "Show what changed in a hill since its last commit.",
+    "restore": "Put a hill's files back as its last commit holds them, discarding edits.",
     "log": "List a hill's versions: tree hash, commit, date, message, evals.",
     "describe": "Print what a climber needs: the task, params, contract and metrics.",
     "pin": "Approve one version of a hill; evals of any other are unofficial.",

@@ -618,7 +618,8 @@ class ManifestError(UsageError):
     as a refusal (`refused`), as `hills check` does."""
 
     def refused(self, hill_name: str) -> Refused:
-        return Refused(self.message, hint=self.hint or f"fix it, then run 'hills check {hill_name}'")
+        return Refused(self.message, hint=self.hint or f"fix it, then run 'hills check {hill_name}'; or undo "
+                                                       f"the edit with 'hills restore {hill_name} hill.yaml'")
 
 
 def parse_text(text: str, source: str, folder_name: str | None = None) -> "Manifest":

@@ -77,7 +77,7 @@ def rescore(hill: Hill, from_tree: str, say: Callable[[str], None]) -> dict[str,
         raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
                         + (", ..." if len(changed) > 3 else "") + "): rescore scores its last commit only when clean",
                         hint=f"commit them first ('hills commit {hill.name} -m MESSAGE'), or discard them "
-                             f"('hills status {hill.name}' lists them)")
+                             f"('hills restore {hill.name}')")
     log = logbook.attempts_path(hill.name, from_tree)
     if not os.path.exists(log):
         raise UsageError(f"hill '{hill.name}' has no attempts logged at tree {from_tree[:12]}",
