@@ -180,9 +180,16 @@ def funnel(call: Callable[[], int], *, hint: Callable[[], str | None] | None = N
 
 
 def _quiet_stdout() -> None:
+    # Only a pipe or a socket whose reader left: a caller's own stream (a
+    # file, a test's capture) is never replaced.
+    import stat
+
     try:
+        fd = sys.stdout.fileno()
+        if not (stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode)):
+            return
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
+        os.dup2(null, fd)
         os.close(null)
     except (AttributeError, OSError, ValueError):  # no stdout, or one without a descriptor
         pass
