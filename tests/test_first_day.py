@@ -552,3 +552,19 @@ def test_restore_of_a_hill_without_commits(project: Path) -> None:
     assert run_cli("new", "fresh").code == 0
     result = run_cli("restore", "fresh")
     assert result.code == 2 and "hill 'fresh' has no commits yet" in result.err, result.output
+
+
+def test_the_examples_clock_starts_when_its_process_did() -> None:
+    from testing.util import REPO_ROOT
+
+    path = REPO_ROOT / "examples" / "nanogpt-10min" / "examples" / "gpt" / "train.py"
+    code = ("import importlib.util, time\n"
+            "time.sleep(1.0)\n"  # an interpreter slow to reach the script, as on a loaded machine
+            f"spec = importlib.util.spec_from_file_location('train', {str(path)!r})\n"
+            "train = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(train)\n"
+            "print(train.process_age(), train.elapsed())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    age, elapsed = map(float, done.stdout.split())
+    assert 1.0 <= age < 10.0 and elapsed >= 1.0, done.stdout
