@@ -20,20 +20,31 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WO
 # command the tests and benchmarks run), and hills.disk.hill.shipped() finds
 # examples/, hooks/ and skills/ beside the package. setuptools calls the
 # mode transitional: where it is gone, the default mode is used.
-$(BIN)/.installed: pyproject.toml
+# Its 14-line notice saying so is filtered out by the module that warns
+# (setuptools.command.editable_wheel) alone: every other warning shows.
+# .installed-hills is hills and its dependencies, all the quickstart needs;
+# .installed adds the test extra (pytest, mypy, ruff, optuna, ray,
+# matplotlib, docutils), which only the tests need.
+EDITABLE := PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" $(BIN)/python -m pip install -q -e
+
+$(BIN)/.installed-hills: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat \
-		|| $(BIN)/python -m pip install -q -e '.[test]'
+	$(EDITABLE) . --config-settings editable_mode=compat || $(EDITABLE) .
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-hills
+	$(EDITABLE) '.[test]' --config-settings editable_mode=compat || $(EDITABLE) '.[test]'
 	touch $@
 
 # pip's editable install leaves out the wheel's data files, the man pages
 # among them: write them into .venv/share/man, where man finds them for
 # .venv/bin on PATH. Pages that did not change are not rewritten.
-man-install: $(BIN)/.installed
+# Copying the rendered pages needs no docutils: hills alone will do.
+man-install: $(BIN)/.installed-hills
 	$(BIN)/python -m hills.manpages --install $(VENV)
 
-quickstart: $(BIN)/.installed man-install
+quickstart: $(BIN)/.installed-hills man-install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/quickstart.sh
 
 # Every test: what CI runs (.ci/run).

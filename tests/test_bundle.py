@@ -228,11 +228,30 @@ def test_bundle_of_a_hill_without_commits_is_refused(project):
 
 def test_bad_places_to_write_or_rebuild_are_usage_errors(source, tmp_path):
     _, bundle_file = source
-    into = run_cli("unbundle", bundle_file, "--into", tmp_path / "missing")
-    assert into.code == 2 and "--into" in into.error_lines[0] and "is not a folder" in into.error_lines[0]
+    (tmp_path / "a-file").write_text("x")
+    into = run_cli("unbundle", bundle_file, "--into", tmp_path / "a-file")
+    assert into.code == 2 and "--into" in into.error_lines[0] and "is a file" in into.error_lines[0]
     out = run_cli("bundle", NAME, "-o", tmp_path / "missing" / "x.hillbundle")
     assert out.code == 2 and "does not exist" in out.error_lines[0]
     assert not (tmp_path / "missing").exists()
+
+
+def test_unbundle_creates_the_folder_it_is_given(source, tmp_path):
+    _, bundle_file = source
+    into = tmp_path / "new" / "project"
+    assert not into.parent.exists()
+    result = run_cli("unbundle", bundle_file, "--into", into)
+    assert result.code == 0, result.output
+    assert Path(result.out.strip()) == into / ".hills" / NAME and (into / ".hills" / NAME / "hill.yaml").is_file()
+
+
+def test_a_refused_bundle_leaves_no_folder_it_created(tmp_path):
+    damaged = tmp_path / "damaged.hillbundle"
+    damaged.write_bytes(b"not a bundle")
+    result = run_cli("unbundle", damaged, "--into", tmp_path / "made" / "here")
+    assert result.code in (1, 2), result.output
+    assert result.error_lines and str(damaged) in result.error_lines[0]
+    assert not (tmp_path / "made").exists()
 
 
 def _forged(tmp_path, name, files, locks_text=None):

@@ -10,7 +10,6 @@ import pytest
 from testing.util import git
 from testing.eval_fixtures import (SCORE_EVAL, hills, last_report, make_hill, notes_lines, on_machine, real,
                                    submission, tree_of)
-from hills.base import state
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +38,18 @@ def sub(tmp_path):
 
 
 def registry_pin():
-    [entry] = state.load_registry()["hills"]["approved"]
-    return entry.get("pinned")
+    """The approval of hill 'approved' in machine state (kept by the hill's
+    identity, not its folder), or None."""
+    from hills.disk import pin
+
+    try:
+        with open(pin.pins_path(), encoding="utf-8") as handle:
+            pins = json.load(handle)
+    except FileNotFoundError:
+        return None
+    found = [entry for entry in pins.values() if entry.get("hill") == "approved"]
+    assert len(found) <= 1, pins
+    return found[0] if found else None
 
 
 def test_pin_prints_the_head_tree(versions):
@@ -117,11 +126,15 @@ def test_an_edited_approval_record_is_not_trusted(versions, sub):
     hill_dir, first, second = versions
     hills("pin", "approved", first)
 
-    def forge(registry):
-        # The climber points the approval at its own version, keeping the old MAC.
-        registry["hills"]["approved"][0]["pinned"]["tree_hash"] = second
+    from hills.disk import pin
 
-    state.update_registry(forge)
+    # The climber points the approval at its own version, keeping the old MAC.
+    with open(pin.pins_path(), encoding="utf-8") as handle:
+        pins = json.load(handle)
+    [entry] = [entry for entry in pins.values() if entry.get("hill") == "approved"]
+    entry["tree_hash"] = second
+    with open(pin.pins_path(), "w", encoding="utf-8") as handle:
+        json.dump(pins, handle)
     result = hills("eval", sub, "-H", "approved")
     assert result.code == 0, result.output
     assert result.report["official"] is False

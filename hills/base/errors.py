@@ -164,7 +164,10 @@ def funnel(call: Callable[[], int], *, hint: Callable[[], str | None] | None = N
         _write("error: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (`hills log | head`): nothing left to say.
+        # The reader went away (`hills log | head`): nothing left to say,
+        # and nothing more to write, at exit either (its flush would fail
+        # again, loudly).
+        _quiet_stdout()
         return EXIT_OK
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_NO)
@@ -174,6 +177,22 @@ def funnel(call: Callable[[], int], *, hint: Callable[[], str | None] | None = N
             if problem is not None:
                 return _tell(problem, hint)
         return _bug(exc, crash_dir)
+
+
+def _quiet_stdout() -> None:
+    # Only a pipe or a socket whose reader left: a caller's own stream (a
+    # file, a test's capture) is never replaced.
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if not (stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode)):
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):  # no stdout, or one without a descriptor
+        pass
 
 
 def _tell(exc: HillsError, hint: Callable[[], str | None] | None) -> int:

@@ -53,8 +53,13 @@ class Progress:
     and `close()` clears the live line. Every write goes to the stream of
     the moment (sys.stderr, unless one was given)."""
 
-    def __init__(self, mode: str = OFF, stream: TextIO | None = None, quiet_messages: bool = False) -> None:
+    def __init__(self, mode: str = OFF, stream: TextIO | None = None, quiet_messages: bool = False,
+                 at_once: bool = False) -> None:
         self.mode = mode
+        # Plain lines as each phase begins, not SHOW_AFTER_S into it: where
+        # the evaluator's own output streams between them (-v), a late line
+        # would land after output of the phase it names.
+        self._at_once = at_once
         self._stream = stream
         self._quiet_messages = quiet_messages
         self._lock = threading.Lock()
@@ -111,6 +116,11 @@ class Progress:
             self._thread = threading.Thread(target=self._redraw, name="hills-progress", daemon=True)
             self._thread.start()
 
+    @property
+    def current(self) -> str | None:
+        """The phase now shown, if any."""
+        return self._phase
+
     def line(self) -> str:
         """The live line's text: the phase and the seconds since the work began."""
         return f"hills: {self._phase}  {time.monotonic() - self._started:.0f}s"
@@ -131,7 +141,7 @@ class Progress:
         # log shows where a long eval is, and a quick one adds nothing.
         if self._phase is None or self._told or self._stop.is_set():
             return
-        if time.monotonic() - self._phase_started < SHOW_AFTER_S:
+        if not self._at_once and time.monotonic() - self._phase_started < SHOW_AFTER_S:
             return
         self.stream.write(f"hills: {self._phase}\n")
         self._told = True

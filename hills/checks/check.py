@@ -59,9 +59,11 @@ def next_check(done: str) -> str | None:
     return ORDER[index] if index < len(ORDER) else None
 
 
-def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], object] | None = None) -> list[Result]:
+def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], object] | None = None,
+               say: Callable[[str], object] | None = None) -> list[Result]:
     """Run every check in order; later checks are skipped once one fails that
-    they depend on. Returns a list of Result; `tell` gets each as it finishes."""
+    they depend on. Returns a list of Result; `tell` gets each as it finishes,
+    and `say` (a progress line) how the build of the hill's environment goes."""
     results: list[Result] = _Told(tell)
     name = os.path.basename(hill_dir)
     from ..disk import manifest  # not at import: a remembered gate needs no parser
@@ -111,7 +113,7 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
     results.append(Result("dependencies", "ok", "uv.lock is up to date"))
 
     try:
-        python = hill_python(name, hill_dir)
+        python = hill_python(name, hill_dir, say)
     except HillsError as exc:
         results.append(Result("environment", "fail", exc.message.splitlines()[0]))
         return results

@@ -460,10 +460,10 @@ def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Resu
             if failure:
                 failures.append(failure)
     failures = problems + failures
+    tried = [cheat.name for cheat in cheats]
     if failures:
         return Result(NAME, "fail", f"{len(failures)} of {len(cheats) + len(problems)} got through:"
                       + "".join("\n        " + failure for failure in failures)
                       + "\n        hint: make the evaluator reject these submissions (or fix exploits/), "
-                        "then run hills check again")
-    tried = len(cheats)
-    return Result(NAME, "ok", f"{tried} cheats tried, none got through; corpus v{VERSION}")
+                        "then run hills check again", tried=tried)
+    return Result(NAME, "ok", f"{len(tried)} cheats tried, none got through; corpus v{VERSION}", tried=tried)

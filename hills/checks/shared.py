@@ -9,18 +9,30 @@ import os
 from ..disk import uvenv
 from ..run.env import sdk_path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 
 class Result:
-    def __init__(self, name: str, status: str, detail: str) -> None:
+    """One check's outcome; `tried`, where the check tries several things
+    (the cheat corpus), names them, for `hills check -v` and `--json`."""
+
+    def __init__(self, name: str, status: str, detail: str, tried: list[str] | None = None) -> None:
         self.name, self.status, self.detail = name, status, detail
+        self.tried = tried
 
-    def as_dict(self) -> dict[str, str]:
-        return {"check": self.name, "status": self.status, "detail": self.detail}
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"check": self.name, "status": self.status, "detail": self.detail}
+        if self.tried is not None:
+            shown["tried"] = list(self.tried)
+        return shown
 
 
-def hill_python(hill_name: str, hill_dir: str) -> str:
+def hill_python(hill_name: str, hill_dir: str, say: Callable[[str], object] | None = None) -> str:
     """The interpreter of the environment built from the hill's working files."""
-    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir)
+    return uvenv.ensure(hill_name, "work-" + uvenv.env_digest(hill_dir), hill_dir, say=say)
 
 
 def check_env() -> dict[str, str]:

@@ -5,6 +5,7 @@ standalone `hills-commit`, `hills-eval`, `hills-sign` and `hills-chain`.
 module; running a verb imports its module alone."""
 
 import importlib
+import sys
 from collections.abc import Iterator, Mapping
 
 import click
@@ -23,6 +24,7 @@ SUMMARIES = {
     "commit": "Freeze a hill: gate, regenerate locks, record a commit.",
     "hook": None,
     "status": "Show what changed in a hill since its last commit.",
+    "restore": "Put a hill's files back as its last commit holds them, discarding edits.",
     "log": "List a hill's versions: tree hash, commit, date, message, evals.",
     "describe": "Print what a climber needs: the task, params, contract and metrics.",
     "pin": "Approve one version of a hill; evals of any other are unofficial.",
@@ -132,6 +134,13 @@ def _invoke(command: click.Command, argv: list[str], prog_name: str) -> int:
     funnel to report like any other."""
     try:
         code = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except SystemExit as exc:
+        # click meets a closed stdout (`hills attempts NAME | head -1`) with
+        # exit 1 behind flush-pacifying streams: the funnel's closed pipe.
+        # (click 8.2 renamed the class _PacifyFlushWrapper; both names hold.)
+        if exc.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
+            raise BrokenPipeError() from None
+        raise
     except click.exceptions.Abort:
         raise KeyboardInterrupt from None
     except click.ClickException as exc:

@@ -11,14 +11,18 @@ from ..cli.options import CONTEXT, hill_argument, json_option
 from ..cli.output import check_line, check_teller, emit, emit_json
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..base.progress import Progress
     from ..checks.shared import Result
 
 
 @click.command("check", context_settings=CONTEXT)
 @hill_argument
 @click.option("--no-tests", is_flag=True, help="Skip the hill's own tests/.")
+@click.option("-v", "--verbose", is_flag=True, help="Name each cheat the cheat corpus tried, a line each.")
 @json_option
-def command(name: str, no_tests: bool, as_json: bool) -> int:
+def command(name: str, no_tests: bool, verbose: bool, as_json: bool) -> int:
     """Run the checks a hill must pass before it can be committed.
 
     One line per check: manifest schema, layout, the README, the answer
@@ -40,13 +44,25 @@ def command(name: str, no_tests: bool, as_json: bool) -> int:
     with Progress(mode_for()) as shown:
         shown.phase("check 'manifest'")
         tell = None if as_json else check_teller(shown, emit)
-        results = check.run_checks(target.path, tests=not no_tests, tell=tell)
+        if tell is not None and verbose:
+            tell = _naming_what_was_tried(tell, shown)
+        results = check.run_checks(target.path, tests=not no_tests, tell=tell, say=shown)
     failed = [r for r in results if r.status == "fail"]
     if as_json:
         emit_json({"hill": target.name, "passed": not failed, "checks": [r.as_dict() for r in results]})
     else:
         render(target.name, results, told=True)
     return errors.EXIT_NO if failed else errors.EXIT_OK
+
+
+def _naming_what_was_tried(tell: Callable[[Result], None], shown: Progress) -> Callable[[Result], None]:
+    """`tell`, and after a check that tried several things, a line each."""
+    def told(result: Result) -> None:
+        tell(result)
+        for name in result.tried or ():
+            shown.write(emit, f"        tried  {name}")
+
+    return told
 
 
 def render(hill_name: str, results: list[Result], told: bool = False) -> None:

@@ -13,10 +13,14 @@ from ..cli.output import emit, emit_json
 def command(name: str, as_json: bool) -> int:
     """Print what a climber needs: the task, params, contract and metrics."""
     from ..disk import hill
+    from ..disk.manifest import ManifestError
     from ..views import info
 
     target = hill.resolve(name)
-    described = info.describe(target)
+    try:
+        described = info.describe(target)
+    except ManifestError as exc:
+        raise exc.refused(target.name) from None
     if as_json:
         emit_json(described)
     else:

@@ -5,11 +5,12 @@ call parses and runs without importing click."""
 from __future__ import annotations
 
 import json
+import sys
 
 from ..base import errors
 from ..base.records import frozen
 from ..cli import fast
-from ..cli.output import emit, check_output_path
+from ..cli.output import check_output_path, compact_json, emit
 from ..cli.summary import render
 
 TYPE_CHECKING = False
@@ -52,7 +53,7 @@ DECLARED = fast.Declared("eval", HELP, [
     fast.Option("queue", "--queue", flag=True, help="Wait for the hill's exclusive resource instead of failing."),
     fast.Option("verbose", "-v", "--verbose", flag=True, help="Stream the evaluator's output to stderr."),
     fast.Option("output", "-o", "--output", metavar="FILE", kind=fast.PathKind(dir_okay=False),
-                help="Also write the report to FILE."),
+                help="Also write the report to FILE; on a terminal, FILE alone gets it."),
     fast.Option("repeat", "--repeat", metavar="N", kind=fast.AtLeast(1),
                 help="Run N replicates (fresh seeds, unless hill.yaml says seeds: fixed); metrics are medians, "
                      "with their spread."),
@@ -159,7 +160,7 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     # On a terminal the header comes first and a live line runs below it;
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
     with Progress(mode_for(quiet or as_json, options.progress, options.verbose, elsewhere=LINES),
-                  quiet_messages=quiet) as shown:
+                  quiet_messages=quiet, at_once=options.verbose) as shown:
         outcome = evaluate.evaluate(request, say=shown, standby=standby)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
         _emit_report(outcome.report, output, as_json, options.summary_only)
@@ -195,13 +196,22 @@ def standby_request(args: list[str]) -> EvalRequest | None:
 
 
 def _emit_report(report: Report, output: str | None, as_json: bool, summary_only: bool = False) -> None:
-    text = json.dumps(report, indent=None if as_json else 2, ensure_ascii=False)
+    text = json.dumps(report, ensure_ascii=False) if as_json else compact_json(report)
     if output:
         from ..base import state
 
         state.atomic_write(output, text + "\n")
-    if not summary_only:
+    if not summary_only and not (output and not as_json and _on_terminal()):
         emit(text)
+
+
+def _on_terminal() -> bool:
+    # With -o the report is in FILE: a terminal gets the summary alone,
+    # a pipe or a file still gets the JSON (hills-eval(1), OUTPUT).
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except ValueError:
+        return False
 
 
 def __getattr__(name: str) -> object:

@@ -18,7 +18,7 @@ def command(report_path: str, picture_path: str | None) -> int:
     and its signer (the name its key is trusted under and its fingerprint;
     a claim of trust 'service' holds only with a key trusted as a
     service's), the status and reason, metrics with
-    their replicate spread, side metrics, unit tests, the report block with
+    their replicate spread, side metrics, the details, unit tests, the report block with
     its worst segment first, and the instances worst first. Exits 1 when the
     signature is INVALID (the report is still shown, marked as such).
     """

@@ -21,10 +21,14 @@ def command(name: str, exit_code: bool, as_json: bool) -> int:
     machine-readable form.
     """
     from ..disk import hill
+    from ..disk.manifest import ManifestError
     from ..views import info
 
     target = hill.resolve(name)
-    result = info.status(target)
+    try:
+        result = info.status(target)
+    except ManifestError as exc:
+        raise exc.refused(target.name) from None
     changes = result["files"] + result["private"] + result["blobs"]
     if as_json:
         emit_json(result)

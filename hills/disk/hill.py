@@ -148,11 +148,25 @@ def known_names() -> list[str]:
 def _unknown_name_hint(name: str) -> str:
     import difflib
 
-    close = difflib.get_close_matches(name, known_names(), n=3, cutoff=0.75)
+    known = known_names()
+    # difflib's ratio undersells short names ('dd' for 'd' is 0.67): one
+    # letter added, dropped or changed is close at any length.
+    close = list(dict.fromkeys(difflib.get_close_matches(name, known, n=3, cutoff=0.75)
+                               + [other for other in known if one_edit_apart(name, other)]))[:3]
     if not close:
         return f"see 'hills list', or create it with 'hills new {name}'"
     quoted = [f"'{match}'" for match in close]
     return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+def one_edit_apart(first: str, second: str) -> bool:
+    """Whether one letter added, dropped or changed makes `first` `second`."""
+    if first == second or abs(len(first) - len(second)) > 1:
+        return False
+    if len(first) == len(second):
+        return sum(a != b for a, b in zip(first, second)) == 1
+    shorter, longer = sorted((first, second), key=len)
+    return any(longer[:cut] + longer[cut + 1:] == shorter for cut in range(len(longer)))
 
 
 def _checked(hill: Hill) -> Hill:

@@ -9,10 +9,10 @@ import re
 from typing import Any
 
 from . import yamlfile
-from ..base.errors import UsageError
+from ..base.errors import Refused, UsageError
 from ..base.names import validate_name
-from .schema import (At, Key, ListOf, MapOf, Maybe, Table, anything, docs, empty, is_count, is_number, null, one_of,
-                     scalar, show)
+from .schema import (At, Key, KeyProblem, ListOf, MapOf, Maybe, Table, anything, docs, empty, is_count, is_number,
+                     null, one_of, scalar, show)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -671,10 +671,49 @@ def validate(raw: Any, source: str, folder_name: str | None = None) -> "Manifest
     return spec
 
 
+class ManifestError(UsageError):
+    """hill.yaml cannot be read or is invalid. A usage error where a command
+    was handed the file; a command handed only the hill's name reports it
+    as a refusal (`refused`), as `hills check` does."""
+
+    def refused(self, hill_name: str) -> Refused:
+        return Refused(self.message, hint=self.hint or f"fix it, then run 'hills check {hill_name}'; or undo "
+                                                       f"the edit with 'hills restore {hill_name} hill.yaml'")
+
+
 def parse_text(text: str, source: str, folder_name: str | None = None) -> "Manifest":
     """Parse hill.yaml text (round-trip loader, within yamlfile's bounds)
-    and validate it."""
-    return validate(_plain(yamlfile.load(text, source, typ="rt")), source, folder_name)
+    and validate it; an invalid key's error names its line."""
+    try:
+        loaded = yamlfile.load(text, source, typ="rt")
+    except UsageError as exc:
+        raise ManifestError(exc.message, hint=exc.hint) from None
+    try:
+        return validate(_plain(loaded), source, folder_name)
+    except KeyProblem as exc:
+        line = _line_of(loaded, exc.key)
+        raise ManifestError(exc.message + (f" (line {line})" if line else ""), hint=exc.hint) from None
+    except UsageError as exc:
+        raise ManifestError(exc.message, hint=exc.hint) from None
+
+
+def _line_of(loaded: Any, key: str) -> int | None:
+    """The 1-based line of the key path `key` (`a.b[0].c`) in the
+    round-trip data, or of the deepest part of it that is there."""
+    line = None
+    node = loaded
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        try:
+            if part.startswith("["):
+                index = int(part[1:-1])
+                line = node.lc.item(index)[0] + 1
+                node = node[index]
+            else:
+                line = node.lc.key(part)[0] + 1
+                node = node[part]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            break
+    return line
 
 
 def load(hill_dir: str) -> "Manifest":
@@ -682,7 +721,9 @@ def load(hill_dir: str) -> "Manifest":
     try:
         text = yamlfile.read_text(path)
     except FileNotFoundError:
-        raise UsageError(f"'{path}' is missing", hint="every hill needs a hill.yaml manifest")
+        raise ManifestError(f"'{path}' is missing", hint="every hill needs a hill.yaml manifest")
+    except UsageError as exc:
+        raise ManifestError(exc.message, hint=exc.hint) from None
     folder = os.path.basename(os.path.abspath(hill_dir))
     # One command reads the same manifest several times (check, locks,
     # listing); parse each text once, hand out copies.

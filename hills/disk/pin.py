@@ -9,13 +9,54 @@ from ..base.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from .hill import Hill
 
 
+# Approvals keyed by the hill's identity (identity()), so a hill keeps
+# its approval when its project moves or is renamed; an approval from
+# before, kept in the registry entry of the hill's folder, is still read.
+PINS_FILE = "pins.json"
+
+
 def _mac(name: str, tree_hash: str, key: bytes) -> str:
     return hmac_sha256(key, f"pin\0{name}\0{tree_hash}".encode())
+
+
+def pins_path() -> str:
+    import os
+
+    return os.path.join(state.home(), PINS_FILE)
+
+
+def identity(hill: Hill) -> str | None:
+    """What a hill is whatever folder it lies in: its first commit (the
+    oldest of its roots, where histories were joined); None without one."""
+    roots = hill.repo.run("rev-list", "--max-parents=0", "HEAD", ok_codes=(0, 128)).split()
+    return min(roots) if roots else None
+
+
+def _read_pins() -> dict[str, Any]:
+    import json
+
+    try:
+        with open(pins_path(), encoding="utf-8") as handle:
+            pins = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return pins if isinstance(pins, dict) else {}
+
+
+def _update_pins(change: Callable[[dict[str, Any]], None]) -> None:
+    import json
+
+    state.ensure_home()
+    with state.file_lock(pins_path() + ".lock"):
+        pins = _read_pins()
+        change(pins)
+        state.atomic_write(pins_path(), json.dumps(pins, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
 def set_pin(hill: Hill, tree_hash: str) -> str:
@@ -27,33 +68,52 @@ def set_pin(hill: Hill, tree_hash: str) -> str:
     if not resolved:
         raise UsageError(f"no tree '{tree_hash}' in hill '{hill.name}'", hint="see 'hills log " + hill.name + "'")
     tree_hash = resolved
+    hill_id = identity(hill)
+    if hill_id is None:
+        raise UsageError(f"hill '{hill.name}' has no commits yet", hint=f"commit it first: hills commit {hill.name}")
 
-    def record(registry: dict[str, Any]) -> None:
-        entry = state.registry_entry(registry, hill.name, hill.path, add=True)
-        entry["pinned"] = {"tree_hash": tree_hash, "mac": _mac(hill.name, tree_hash, key)}
+    def record(pins: dict[str, Any]) -> None:
+        pins[hill_id] = {"hill": hill.name, "tree_hash": tree_hash, "mac": _mac(hill_id, tree_hash, key)}
 
-    state.update_registry(record)
+    _update_pins(record)
+    _clear_legacy(hill)
     return tree_hash
 
 
 def clear_pin(hill: Hill) -> None:
+    hill_id = identity(hill)
+    if hill_id is not None and hill_id in _read_pins():
+        _update_pins(lambda pins: pins.pop(hill_id, None))
+    _clear_legacy(hill)
+
+
+def _clear_legacy(hill: Hill) -> None:
     def record(registry: dict[str, Any]) -> None:
         (state.registry_entry(registry, hill.name, hill.path) or {}).pop("pinned", None)
 
-    state.update_registry(record)
+    if (state.registry_entry(state.load_registry(), hill.name, hill.path) or {}).get("pinned"):
+        state.update_registry(record)
 
 
 def pinned(hill: Hill) -> tuple[str | None, str | None]:
     """(tree_hash or None, problem or None): the approved tree of `hill`.
-    An approval belongs to one hill folder, not to its name: another
-    project's hill of the same name has its own."""
+    An approval belongs to the hill (its identity), wherever its folder
+    lies: another project's hill of the same name has its own."""
+    pins = _read_pins()  # no git call where nothing is approved: the eval path reads this
+    hill_id = identity(hill) if pins else None
+    pin = pins.get(hill_id) if hill_id is not None else None
+    if isinstance(pin, dict):
+        tree_hash = str(pin.get("tree_hash", ""))
+        if not compare_digest(str(pin.get("mac", "")), _mac(hill_id or "", tree_hash, state.load_key())):
+            return None, "the approval record of this hill was edited outside 'hills pin'"
+        return tree_hash, None
     name = hill.name
     entry = state.registry_entry(state.load_registry(), name, hill.path) or {}
-    pin = entry.get("pinned")
-    if not pin:
+    legacy = entry.get("pinned")
+    if not legacy:
         return None, None
-    tree_hash = pin.get("tree_hash", "")
-    if not compare_digest(str(pin.get("mac", "")), _mac(name, tree_hash, state.load_key())):
+    tree_hash = legacy.get("tree_hash", "")
+    if not compare_digest(str(legacy.get("mac", "")), _mac(name, tree_hash, state.load_key())):
         return None, "the approval record of this hill was edited outside 'hills pin'"
     return tree_hash, None
 

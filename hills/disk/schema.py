@@ -68,15 +68,30 @@ class At:
         return At(self.source, f"{self.key}[{index}]", self.quote)
 
     def fail(self, expected: str, got: Any, *, hint: str | None = None) -> NoReturn:
-        raise UsageError(f"'{self.source}': key '{self.key}': expected {expected}, got {self.quote(got)}",
-                         hint=hint)
+        raise KeyProblem(f"'{self.source}': key '{self.key}': expected {expected}, got {self.quote(got)}",
+                         hint=hint, key=self.key)
 
     def missing(self, expected: str, *, hint: str | None = None) -> NoReturn:
-        raise UsageError(f"'{self.source}': missing key '{self.key}': expected {expected}", hint=hint)
+        raise KeyProblem(f"'{self.source}': missing key '{self.key}': expected {expected}", hint=hint,
+                         key=self.key.rpartition(".")[0])
 
     def unknown(self, allowed: Iterable[str]) -> NoReturn:
-        raise UsageError(f"'{self.source}': unknown key '{self.key}'",
-                         hint="allowed keys: " + ", ".join(sorted(allowed)))
+        import difflib
+
+        names = sorted(allowed)
+        close = difflib.get_close_matches(self.name, names, n=1, cutoff=0.6)
+        raise KeyProblem(f"'{self.source}': unknown key '{self.key}'",
+                         hint=(f"did you mean '{close[0]}'? " if close else "") + "allowed keys: " + ", ".join(names),
+                         key=self.key)
+
+
+class KeyProblem(UsageError):
+    """A value refused at a key path (`key`, `a.b[0].c`; the mapping that
+    lacks a missing key): the file's reader can add the line it sits on."""
+
+    def __init__(self, message: str, hint: str | None = None, key: str = "") -> None:
+        super().__init__(message, hint)
+        self.key = key
 
 
 # A check takes a value and where it sits, and returns the value as stored

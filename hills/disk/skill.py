@@ -14,6 +14,7 @@ from ..base.records import frozen
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from typing import Any
     from importlib.resources.abc import Traversable
 
 SKILL_NAME = "hills"
@@ -22,6 +23,10 @@ SKILL_FILE = "SKILL.md"
 # under, and the one holding the digest of the files as shipped.
 VERSION_KEY = "hills-version"
 DIGEST_KEY = "hills-skill-digest"
+# The install line as shipped; an installed copy gets the line that
+# installed the running hills in its place (PyPI's `hills` is another
+# project, so the shipped line can only point at a checkout).
+INSTALL_PLACEHOLDER = "    pip install /path/to/a/checkout/of/hills\n"
 
 
 @frozen
@@ -96,14 +101,18 @@ def project_root(start: str | None = None) -> str:
 def targets(agents: Sequence[str] = (), folder: str | None = None, project: bool = False,
             root: str | None = None) -> list[Target]:
     """Where to install: into `folder` (a skills folder) when given; else
-    for each named agent; else for each agent CLI found on this machine
-    (its marker folder exists), and the generic layout when none is."""
+    for each named agent; else, in a project, for each agent whose skills
+    folder the project has (so `--project --check` finds what `--project
+    --agent NAME` installed); else for each agent CLI found on this
+    machine (its marker folder exists), and the generic layout when none is."""
     if folder is not None:
         return [Target(os.path.join(os.path.abspath(os.path.expanduser(folder)), SKILL_NAME), tuple(agents))]
     chosen = [agent(name) for name in agents]
+    base = project_root(root) if project else None
+    if not chosen and base is not None:
+        chosen = [a for a in AGENTS if os.path.isdir(os.path.join(base, a.project))]
     if not chosen:
         chosen = [a for a in AGENTS if a.marker and os.path.isdir(os.path.expanduser(a.marker))] or [GENERIC]
-    base = project_root(root) if project else None
     by_folder: dict[str, list[str]] = {}
     for one in chosen:
         skills_dir = os.path.join(base, one.project) if base else os.path.expanduser(one.user)
@@ -156,10 +165,84 @@ def stamp(skill_md: str, version: str, files_digest: str) -> str:
     return "---\n" + "\n".join(lines) + skill_md[end:]
 
 
-def rendered() -> dict[str, bytes]:
-    """The files as installed: the shipped ones, SKILL.md stamped."""
+@frozen
+class Origin:
+    """How the running hills was installed, as PEP 610's direct_url.json
+    records it (None where it has none: an index install, or no install
+    at all), and whether by `uv tool install` (its environment holds uv's
+    receipt); `checkout` is the source tree the package runs from, if any."""
+
+    direct_url: dict[str, Any] | None
+    uv_tool: bool = False
+    checkout: str | None = None
+
+
+def install_line(origin: Origin) -> str | None:
+    """The shell line that installs this hills again the way it was
+    installed, or None where that is not known."""
+    import shlex
+
+    tool = "uv tool install" if origin.uv_tool else "pip install"
+    record = origin.direct_url or {}
+    url = record.get("url")
+    if isinstance(url, str) and url:
+        vcs = record.get("vcs_info")
+        if isinstance(vcs, dict):
+            commit = vcs.get("commit_id") or vcs.get("requested_revision")
+            kind = vcs.get("vcs") or "git"
+            return f"{tool} {shlex.quote(f'{kind}+{url}' + (f'@{commit}' if commit else ''))}"
+        where = _local_path(url)
+        editable = isinstance(record.get("dir_info"), dict) and record["dir_info"].get("editable") is True
+        return f"{tool} {'-e ' if editable else ''}{shlex.quote(where or url)}"
+    if origin.checkout is not None:
+        return f"{tool} {shlex.quote(origin.checkout)}"
+    return None
+
+
+def _local_path(url: str) -> str | None:
+    if not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(urlsplit(url).path) or None
+
+
+def running_origin() -> Origin:
+    """The Origin of the hills running now."""
+    import json
+    import sys
+    from importlib import metadata
+
+    direct_url = None
+    try:
+        dist = metadata.distribution("hills")
+        text = dist.read_text("direct_url.json") if dist.version == __version__ else None
+        loaded = json.loads(text) if text else None
+        direct_url = loaded if isinstance(loaded, dict) else None
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        pass
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkout = os.path.dirname(source)
+    is_checkout = os.path.isfile(os.path.join(checkout, "pyproject.toml")) and os.path.isdir(
+        os.path.join(checkout, "skills", SKILL_NAME))
+    return Origin(direct_url, os.path.isfile(os.path.join(sys.prefix, "uv-receipt.toml")),
+                  checkout if is_checkout else None)
+
+
+def with_install_line(skill_md: str, line: str | None) -> str:
+    """SKILL.md with `line` where the shipped one has its placeholder."""
+    if line is None or INSTALL_PLACEHOLDER not in skill_md:
+        return skill_md
+    return skill_md.replace(INSTALL_PLACEHOLDER, f"    {line}\n", 1)
+
+
+def rendered(origin: Origin | None = None) -> dict[str, bytes]:
+    """The files as installed: the shipped ones, SKILL.md stamped and
+    naming the line that installs the running hills (or `origin`'s)."""
     files = shipped_files()
-    files[SKILL_FILE] = stamp(files[SKILL_FILE].decode("utf-8"), __version__, digest(files)).encode("utf-8")
+    text = stamp(files[SKILL_FILE].decode("utf-8"), __version__, digest(files))
+    line = install_line(origin if origin is not None else running_origin())
+    files[SKILL_FILE] = with_install_line(text, line).encode("utf-8")
     return files
 
 

@@ -88,7 +88,7 @@ def lock(hill_dir: Path | str) -> None:
 def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
     """(True, "") when uv.lock matches pyproject.toml, else (False, why)."""
     if not os.path.isfile(os.path.join(hill_dir, "uv.lock")):
-        return False, "uv.lock is missing (run 'uv lock' in the hill, or commit to regenerate it)"
+        return False, f"uv.lock is missing in '{hill_dir}'; write it with: {lock_command(hill_dir)}"
     uv = uv_binary()
     # uv's answer depends only on these two files, the interpreter and uv
     # itself: remember a yes (sealed) and skip the ~0.3 s call next time.
@@ -103,8 +103,24 @@ def lock_is_current(hill_dir: Path | str) -> tuple[bool, str]:
         state.ensure_home()
         state.sealed_write(remembered, answer_key)
         return True, ""
-    reason = (done.stderr.strip().splitlines() or ["uv.lock does not match pyproject.toml"])[-1]
-    return False, reason
+    # uv's own hint ("run `uv lock`") names neither the folder nor the
+    # interpreter the hill locks for: say both.
+    lines = [line for line in done.stderr.strip().splitlines() if not line.lower().startswith("hint:")]
+    said = lines[-1].removeprefix("error: ").strip() if lines else ""
+    why = f" (uv: {said})" if said and "needs to be updated" not in said else ""
+    return False, (f"uv.lock in '{hill_dir}' is out of date with its pyproject.toml{why}; "
+                   f"refresh it with: {lock_command(hill_dir)}")
+
+
+def lock_command(hill_dir: Path | str) -> str:
+    """The shell line that writes the hill's uv.lock as hills locks it."""
+    import shlex
+    import shutil
+
+    uv = uv_binary()
+    shown = "uv" if shutil.which("uv") == uv else uv
+    return " ".join(shlex.quote(str(word)) for word in (shown, "lock", "--directory", hill_dir,
+                                                        "--python", interpreter()))
 
 
 def env_digest(hill_dir: Path | str) -> str:
@@ -193,16 +209,108 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
         # Bytecode is compiled here, before the seal: evals write none, so a
         # large package (torch) would otherwise compile its modules at
         # every import.
-        argv = [uv_binary(), "sync", "--frozen", "--quiet", "--no-install-project", "--compile-bytecode",
+        argv = [uv_binary(), "sync", "--frozen", "--no-install-project", "--compile-bytecode",
                 "--python", interpreter()]
-        done = _run(argv, source_dir, {"UV_PROJECT_ENVIRONMENT": env_dir})
-        if done.returncode != 0:
+        returncode, stderr = build(argv, source_dir, env_dir, name, say)
+        if returncode != 0:
             shutil.rmtree(env_dir, ignore_errors=True)
-            raise CommandFailed(argv, done.returncode, done.stderr,
+            raise CommandFailed(argv, returncode, stderr,
                                 hint="check the hill's pyproject.toml and uv.lock ('hills check' runs the same build)")
         state.atomic_write(marker, json.dumps(built) + "\n")
         _seal(env_dir)
     return python_of(env_dir)
+
+
+# How often the live line's count of an environment being built is taken.
+COUNT_EVERY_S = 2.0
+
+
+def build(argv: list[str], source_dir: Path | str, env_dir: str, name: str,
+           say: Callable[[str], object] | None) -> tuple[int, str]:
+    """Run uv's build of `env_dir`: (exit code, its stderr). A build can
+    take minutes (torch is 5 GB), so on a terminal (`say` a live progress
+    line) uv's lines are shown a line at a time and the live line counts
+    the packages and bytes written so far; elsewhere one phase line says a
+    build is under way and uv's lines are kept for an error alone."""
+    import threading
+    import time
+
+    from ..base import progress
+
+    begun = f"building the environment of hill '{name}' with uv"
+    live = getattr(say, "mode", None) == progress.LIVE
+    before = getattr(say, "current", None)
+    progress.phase(say, begun)
+    env = _uv_env()
+    env["UV_PROJECT_ENVIRONMENT"] = env_dir
+    try:
+        proc = subprocess.Popen(argv, cwd=source_dir, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"could not run '{argv[0]}'")
+    done = threading.Event()
+
+    def count() -> None:
+        while not done.wait(COUNT_EVERY_S):
+            packages, size = env_size(env_dir)
+            progress.phase(say, f"{begun}: {packages} package(s), {human_bytes(size)} written")
+
+    counter = threading.Thread(target=count, name="hills-env-count", daemon=True) if live else None
+    if counter is not None:
+        counter.start()
+    started = time.monotonic()
+    lines = []
+    assert proc.stderr is not None
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if live and say is not None and line.strip():
+                say(f"  uv: {line.rstrip()}")
+        returncode = proc.wait()
+    finally:
+        done.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if live and say is not None and returncode == 0:
+        packages, size = env_size(env_dir)
+        say(f"hills: built the environment of hill '{name}': {packages} package(s), {human_bytes(size)}, "
+            f"in {time.monotonic() - started:.0f}s")
+    if live and isinstance(before, str):
+        progress.phase(say, before)  # the phase the build was part of goes on
+    return returncode, "".join(lines)
+
+
+def env_size(env_dir: str) -> tuple[int, int]:
+    """(packages installed, bytes of files) of an environment, as far as
+    it is written: a package is a `*.dist-info` folder."""
+    packages = size = 0
+    pending = [env_dir]
+    while pending:
+        try:
+            listing = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                        packages += entry.name.endswith(".dist-info")
+                    elif entry.is_file(follow_symlinks=False):
+                        size += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return packages, size
+
+
+def human_bytes(count: int) -> str:
+    """A size as a person reads it: 5.4 GB, 812 MB, 3 kB (decimal units, as du -h --si)."""
+    for unit, scale in (("GB", 10 ** 9), ("MB", 10 ** 6), ("kB", 10 ** 3)):
+        if count >= scale:
+            value = count / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{count} B"
 
 
 def packages_digest(source_dir: Path | str) -> str | None:

@@ -121,7 +121,8 @@ def _remembered(path: str, key: str) -> list[shared.Result] | None:
         return None
     for entry in kept:
         if isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("results"), list):
-            return [shared.Result(item["check"], item["status"], item["detail"]) for item in entry["results"]]
+            return [shared.Result(item["check"], item["status"], item["detail"], item.get("tried"))
+                    for item in entry["results"]]
     return None
 
 

@@ -9,9 +9,10 @@ import json
 import math
 import os
 
-from ..base.errors import UsageError
+from ..base.errors import NotScored, UsageError
 from ..evidence import chain
 from ..run import evaluate, kept, logbook, pinned
+from ..run.plan import is_dirty
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,6 +70,14 @@ def rescore(hill: Hill, from_tree: str, say: Callable[[str], None]) -> dict[str,
     head = hill.repo.head()
     if head is None:
         raise UsageError(f"hill '{hill.name}' has no commits yet")
+    # Refused before any eval: each would be refused the same way, after
+    # the snapshots were looked up and the first re-score begun.
+    changed = is_dirty(hill)
+    if changed:
+        raise NotScored(f"hill '{hill.name}' has uncommitted changes ({', '.join(changed[:3])}"
+                        + (", ..." if len(changed) > 3 else "") + "): rescore scores its last commit only when clean",
+                        hint=f"commit them first ('hills commit {hill.name} -m MESSAGE'), or discard them "
+                             f"('hills restore {hill.name}')")
     log = logbook.attempts_path(hill.name, from_tree)
     if not os.path.exists(log):
         raise UsageError(f"hill '{hill.name}' has no attempts logged at tree {from_tree[:12]}",

@@ -36,6 +36,21 @@ def _noise_line(report: dict[str, Any]) -> str:
     return line + (f"  [{'; '.join(parts)}]" if parts else "")
 
 
+def _detail(value: object, width: int = 100) -> str:
+    """A details value on one line: a number as the metrics are, a string
+    as it is, anything else as compact JSON, cut at `width`."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = _number(value)
+    else:
+        import json
+
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _worst_first(rows: list[Any], key: str, direction: str) -> list[Any]:
     numeric = [r for r in rows if isinstance(r, dict) and isinstance(r.get(key), (int, float))]
     others = [r for r in rows if r not in numeric]
@@ -61,7 +76,7 @@ def _shaped(report: dict[str, Any]) -> dict[str, Any]:
     shaped["config"] = rows(report.get("config"), ("name", "value"))
     shaped["spread"] = {k: v for k, v in mapping(report.get("spread")).items()
                         if isinstance(v, dict) and {"min", "max", "mad", "n"} <= set(v)}
-    for key in ("params", "trial", "side_metrics", "unit_tests", "submission_git"):
+    for key in ("params", "trial", "side_metrics", "details", "unit_tests", "submission_git"):
         shaped[key] = mapping(report.get(key))
     shaped["instances"] = {k: v for k, v in mapping(report.get("instances")).items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -123,6 +138,10 @@ def render(report: dict[str, Any], verdict_line: str, emit: Callable[[str], obje
         emit("side metrics (recorded, not ranked):")
         for name, value in report["side_metrics"].items():
             emit(f"  {name:<20} {_number(value):>12}")
+    if report.get("details"):
+        emit("details:")
+        for name, value in report["details"].items():
+            emit(f"  {str(name):<20} {_detail(value)}")
     from ..run.measures import show_lines
 
     for line in show_lines(report):
