@@ -176,7 +176,8 @@ def test_a_hostile_hill_yaml_is_refused_naming_the_file_and_the_limit(project, c
     write_hostile(path, HOSTILE_YAML, case)
     with safety_net():
         result = run_cli("describe", "hostile")
-    assert result.code == 2, result.output
+    # A broken manifest is the hill's error, as `hills check` says it: exit 1.
+    assert result.code == 1, result.output
     assert result.error_lines == [f"error: '{path}': {words}"]
     assert "hint: " in result.err
 
@@ -312,11 +313,13 @@ def test_a_command_hill_must_declare_exactly_one_metric(project, metrics, got):
     assert created.code == 0, created.output
     path = project / ".hills" / "scored" / "hill.yaml"
     path.write_text(command_yaml("scored").replace("metrics:\n  - {name: score, direction: max}\n", metrics))
-    for command in (["describe", "scored"], ["eval", project, "-H", "scored", "--current"]):
+    said = (f"error: '{path}': key 'metrics': expected exactly one {{name, direction}} "
+            f"for a command evaluator (its result is one score), got {got}")
+    # Both with the line of hill.yaml; describe exits as `hills check` does, the eval refuses its usage.
+    for command, code in ((["describe", "scored"], 1), (["eval", project, "-H", "scored", "--current"], 2)):
         result = run_cli(*command)
-        assert result.code == 2, result.output
-        assert result.error_lines == [f"error: '{path}': key 'metrics': expected exactly one {{name, direction}} "
-                                      f"for a command evaluator (its result is one score), got {got}"]
+        assert result.code == code, result.output
+        assert result.error_lines == [said + " (line 10)"]
 
 
 @pytest.mark.slow
