@@ -168,3 +168,17 @@ def test_tally_names_the_problem_verify_names(tmp_path: Path) -> None:
         chain.tally(log, KEY, counter_path, is_final)
     assert cut.value.message == chain.verify(log, KEY).problems[0]
     assert "missing at the end" in cut.value.message
+
+
+def test_final_on_a_hill_with_no_holdout_says_so_and_logs_nothing(project: Path, tmp_path: Path) -> None:
+    hill_dir = make_hill("noholdout", SCORE_EVAL, extra="final:\n  budget: 0\n")
+    assert tree_of(hill_dir)  # committed
+    folder = submission(tmp_path / "sub", {"score.txt": "3\n"})
+    refused = hills("eval", folder, "-H", "noholdout", "--final")
+    assert refused.code == 5, refused.output
+    assert refused.err.splitlines()[0] == ("error: hill 'noholdout' has no holdout split for --final: its hill.yaml "
+                                           "sets final.budget to 0, so no eval may look at the holdout")
+    assert "0 of 0" not in refused.err and refused.err.splitlines()[1].startswith("hint: evals without --final")
+    assert not attempts_log("noholdout", tree_of(hill_dir)).exists()
+    # Without --final it scores as any hill does.
+    assert hills("eval", folder, "-H", "noholdout").code == 0

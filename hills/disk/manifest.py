@@ -512,7 +512,8 @@ inputs; the report's `seeds` names both once the evaluation has ended."""),
     Key("final", FINAL_KEYS, kind="mapping", default={}, absent=null, note="default mode plain, no budget",
         doc=f"""How `--final` (holdout) evaluations are counted and answered. `budget`:
 how many each committed version of the hill allows, an integer of at least
-0, or null for no limit. `mode`: `plain` (the default) or `reusable`.
+0 (0: the hill holds no holdout split, and `--final` is refused saying so),
+or null for no limit. `mode`: `plain` (the default) or `reusable`.
 Under `plain` every `--final` evaluation counts, official or not (a look
 at the holdout is a look): it counts from the `started` entry written
 before its first process runs, so one that is killed or abandoned counts

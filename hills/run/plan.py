@@ -65,6 +65,11 @@ def resolve(req: EvalRequest) -> EvalPlan:
 
     key = machine_keys(for_signing=True)
     caller.trust()  # a claim of the service this process cannot back is refused here, before anything is logged
+    if req.final and spec["final"]["budget"] == 0:
+        raise NotScored(f"hill '{hill.name}' has no holdout split for --final: its hill.yaml sets final.budget "
+                        "to 0, so no eval may look at the holdout",
+                        hint="evals without --final score on the validation split; a hill that holds out data "
+                             "sets final.budget to the looks it allows (hill.yaml(5))")
     if req.final and spec["final"]["budget"] is not None and req.current:
         raise NotScored(f"hill '{hill.name}' limits its holdout evals ({spec['final']['budget']} per version): "
                         "--final needs a committed version, not --current",
