@@ -3,10 +3,15 @@ hard-linked from an intact first (its twin: the same hill's built from the
 same pyproject.toml, uv.lock and interpreter, or another hill's of the same
 packages) rather than installed again, each keeps its own seal, an edit
 through either shows in both, and a twin that changed is never linked from.
-Environments carry compiled bytecode from their build."""
+Environments carry compiled bytecode from their build. Where the file
+system clones, an environment shares uv's cached blocks."""
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from testing.util import run_cli
 from hills.disk import uvenv
@@ -108,3 +113,63 @@ def test_another_hill_that_installs_differently_is_no_twin(project):
     # Nor is a lock that cannot be read looked up in other hills.
     (second_dir / "uv.lock").write_text("not [toml")
     assert uvenv.packages_digest(second_dir) is None
+
+
+# ---------------------------------------------------------------- clones of uv's cache
+
+MKFS_BTRFS = shutil.which("mkfs.btrfs")
+
+
+@pytest.fixture
+def reflink_folder(tmp_path):
+    """A btrfs file system on a loop device, mounted for the test: a file
+    system that clones (root, and the Debian package btrfs-progs, which
+    .ci/run installs)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a btrfs file system for the clone test needs root")
+    if MKFS_BTRFS is None:
+        pytest.skip("mkfs.btrfs is missing (install the Debian package 'btrfs-progs')")
+    image, mount = tmp_path / "btrfs.img", tmp_path / "mnt"
+    mount.mkdir()
+    with open(image, "wb") as handle:
+        handle.truncate(256 * 1024 * 1024)
+    made = subprocess.run([MKFS_BTRFS, "-q", str(image)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"this machine cannot mount a loop device: {mounted.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def exclusive_bytes(path):
+    """The bytes of `path` no other file shares, as btrfs counts them."""
+    done = subprocess.run(["btrfs", "filesystem", "du", "--raw", "-s", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.splitlines()[-1].split()[1])
+
+
+def test_where_the_file_system_clones_an_environment_shares_the_cache_s_blocks(project, reflink_folder, monkeypatch):
+    """uv's copy is copy_file_range(2), which btrfs answers with a clone:
+    the environment's files are its own inodes sharing the cache's blocks,
+    so it costs no disk beyond its bytecode, and an edit of the cache never
+    reaches it (copy on write)."""
+    monkeypatch.setenv("HILLS_HOME", str(reflink_folder / "hills-home"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(reflink_folder / "uv-cache"))
+    hill_dir = made_hill()
+    with_six(hill_dir)
+    env = Path(uvenv.ensure("twins", "v1", hill_dir)).parent.parent
+    [six] = env.glob("lib/python*/site-packages/six.py")
+    [cached] = [path for path in (reflink_folder / "uv-cache").rglob("six.py")
+                if path.stat().st_size == six.stat().st_size]
+    assert six.read_bytes() == cached.read_bytes() and six.stat().st_ino != cached.stat().st_ino
+    assert six.stat().st_size > 20_000 and six.stat().st_nlink == 1
+    assert exclusive_bytes(six) == 0  # every block shared with the cache's file
+    # An edit of the cache never reaches the environment, whose seal holds.
+    cached.chmod(0o644)
+    with open(cached, "a", encoding="utf-8") as handle:
+        handle.write("# edited in the cache\n")
+    assert "# edited in the cache" not in six.read_text()
+    assert uvenv.changed_since_built(str(env)) is None

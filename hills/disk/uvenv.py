@@ -53,7 +53,10 @@ def _uv_env() -> dict[str, str]:
     env["UV_NO_PROGRESS"] = "1"
     # uv hard-links package files from its cache by default: an environment
     # file would then be the cache file, and an edit of the cache (its
-    # mtime put back) would change the environment under its seal.
+    # mtime put back) would change the environment under its seal. A copy
+    # is copy_file_range(2), which a file system that clones (btrfs, XFS)
+    # answers with a clone: there the environment shares the cache's
+    # blocks, its files still its own (tests/test_env_twins.py).
     env["UV_LINK_MODE"] = "copy"
     return env
 
