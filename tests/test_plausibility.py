@@ -266,7 +266,7 @@ def test_the_loosened_tolerance_attack_no_longer_ranks_first(attack: dict[str, P
 
     shown = hills("attempts", "packing").out
     assert "IMPLAUSIBLE sum_radii=2.63985 (max)  - sum_radii 2.639849831 beats" in shown
-    assert "; ranked apart: tolerance=0.001 (default 1e-09)] seq" in shown
+    assert "; ranked apart: tolerance=0.001 (default 1e-09)] #" in shown
 
 
 @pytest.mark.slow
