@@ -117,7 +117,8 @@ def test_another_hill_that_installs_differently_is_no_twin(project):
 
 # ---------------------------------------------------------------- clones of uv's cache
 
-MKFS_BTRFS = shutil.which("mkfs.btrfs")
+# Where Debian puts it, off the PATH of a user who is not root.
+MKFS_BTRFS = shutil.which("mkfs.btrfs", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
 
 
 @pytest.fixture

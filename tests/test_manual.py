@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.util import BIN_DIR, REPO_ROOT, run_bin, run_cli
+from testing.util import BIN_DIR, REPO_ROOT, run_bin, run_cli, write_python_shim
 from hills import manpages
 
 MAN = shutil.which("man")
@@ -238,9 +238,7 @@ def test_a_word_near_a_format_is_named_in_the_hint():
 
 def test_a_format_without_man_says_how_to_get_it(tmp_path):
     # A PATH with hills on it and no man: the format's page cannot be shown.
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    (folder / "python3").symlink_to(sys.executable)
+    folder = write_python_shim(tmp_path / "bin")
     env = {key: value for key, value in os.environ.items() if key != "MANPATH"}
     env["PATH"] = os.pathsep.join([str(folder), str(BIN_DIR)])
     done = run_bin("hills", "help", "hill.yaml", env=env)
