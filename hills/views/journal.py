@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..evidence import signing
 from ..run import noise
-from ..run.replicates import noise_se, within_noise
+from ..run.replicates import Z95, noise_se, within_noise  # Z95: the band and intervals are 95%, as within_noise
 from . import attempts, info, numbers, picture, rank
 from .picture import figure, svg
 
@@ -262,8 +262,6 @@ def main_group(journal: Journal) -> Group | None:
 # ---------------------------------------------------------------- plots
 
 
-# How wide the noise band and a holdout's interval are: 95%, as within_noise.
-Z95 = 1.96
 HOLDOUT_COLOR = "#111111"
 
 
