@@ -9,7 +9,6 @@ import json
 import math
 import os
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -68,7 +67,7 @@ def binding(loop: str, hill: str | None = None, *, file: str | None = None, base
     environ = os.environ if environ is None else environ
     hill = hill or environ.get(HILL_VARIABLE) or None
     if not hill:
-        raise UsageError(f"no hill named for the {loop} adapter",
+        raise UsageError(f"no hill named for the {loop} adapter: {HILL_VARIABLE} is unset",
                          hint=f"set {HILL_VARIABLE}=NAME in the loop's environment, or point the loop at a "
                               f"binding file ('python -m hills.adapters {loop} NAME' prints one)")
     file = file or environ.get(FILE_VARIABLE) or None
@@ -126,9 +125,6 @@ def checked_name(name: str, source: str) -> str:
 # The default candidate name of each hill, looked up once per process: a
 # loop evaluates thousands of candidates against the same hill.
 _DEFAULT_FILES: dict[str, str] = {}
-# One eval at a time in a process: OpenEvolve and GEPA call their evaluator
-# from threads, and the eval pipeline is written for one process per eval.
-_EVAL_LOCK = threading.Lock()
 
 
 def candidate_file(bound: Binding) -> str:
@@ -195,9 +191,11 @@ def evaluate_files(files: Mapping[str, str | bytes], bound: Binding) -> Reading:
     before scoring raises api.HillsError."""
     with tempfile.TemporaryDirectory(prefix=f"hills-{bound.loop}-") as scratch:
         folder = write_submission(files, bound, Path(scratch) / "submission")
-        with _EVAL_LOCK:
-            report = api.evaluate(str(folder), bound.hill, params=dict(bound.params) if bound.params else None,
-                                  note=bound.loop)
+        # api.evaluate runs `hills eval` as its own process: evaluations the
+        # loop starts from several threads at once are concurrent evals,
+        # which hills keeps apart as it does for any two commands.
+        report = api.evaluate(str(folder), bound.hill, params=dict(bound.params) if bound.params else None,
+                              note=bound.loop)
     return read(report, bound.floor)
 
 
