@@ -30,6 +30,10 @@ gepa_oa = pytest.importorskip("gepa.optimize_anything")
 
 ADAPTERS = REPO_ROOT / "hills" / "adapters"
 DOCS = REPO_ROOT / "docs" / "adapters.md"
+# Where the examples of the loops are written, each block marked
+# `<!-- example: LOOP -->`; the README's section "Use hills from your loop"
+# holds the same blocks.
+EXAMPLE_SOURCES = [DOCS]
 
 # Candidates for circle-packing, each a solution.py (the file its solution
 # phase runs): a valid 5 x 5 grid plus one small circle, one that crashes,
@@ -422,17 +426,19 @@ def documented_examples(path):
                                                      re.S)}
 
 
-def test_the_docs_hold_one_example_per_loop():
-    assert sorted(documented_examples(DOCS)) == ["gepa", "openevolve", "shinka"]
+@pytest.mark.parametrize("source", EXAMPLE_SOURCES, ids=lambda path: path.name)
+def test_the_docs_hold_one_example_per_loop(source):
+    assert sorted(documented_examples(source)) == ["gepa", "openevolve", "shinka"]
 
 
 @pytest.mark.slow
-def test_the_documented_examples_run(shared_hill, tmp_path, monkeypatch):
-    """Each example of docs/adapters.md as written, in a project with the
-    hill; only the model is a stub, and only the line that starts the loop
-    with a model (OpenEvolve's and ShinkaEvolve's command lines) is replaced
-    by the loop's own loader of the evaluator it wrote."""
-    examples = documented_examples(DOCS)
+@pytest.mark.parametrize("source", EXAMPLE_SOURCES, ids=lambda path: path.name)
+def test_the_documented_examples_run(source, shared_hill, tmp_path, monkeypatch):
+    """Each example as written, in a project with the hill; only the model
+    is a stub, and only the line that starts the loop with a model
+    (OpenEvolve's and ShinkaEvolve's command lines) is replaced by the
+    loop's own loader of the evaluator the lines before it wrote."""
+    examples = documented_examples(source)
     monkeypatch.chdir(tmp_path)
     Path("solution.py").write_text(CRASH)
     # GEPA: Python, run with the stub in place of the model's name.
