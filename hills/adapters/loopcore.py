@@ -148,7 +148,10 @@ def _default_file(hill: str) -> str:
         examples = described.get("examples") or []
         if examples:
             folder = Path(hill_dir, "examples", str(examples[0]))
-            files = sorted(path for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else []
+            try:
+                files = sorted(path for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else []
+            except OSError:  # a service's hill, say, whose folder is not ours to read
+                files = []
             if len(files) == 1:
                 return files[0].relative_to(folder).as_posix()
     raise UsageError(f"cannot tell which file of a submission to hill '{hill}' a candidate is",
