@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -203,6 +204,74 @@ def test_openevolve_a_min_metric_is_negated_through_a_binding_file(cost_hill, tm
                                                                       "direction": "min"}
     assert metrics["combined_score"] == -3.5 and metrics["cost"] == 3.5
     assert artifacts["hills_feedback"] == "passing: cost = 3.5 (minimise)"
+
+
+# OpenEvolve's model, stubbed through its own hook (LLMModelConfig.init_client):
+# it proposes ANSWER, in full, whatever it is asked, and writes down each
+# prompt (its worker processes run it, so the prompts go to a file).
+STUB_LLM = """\
+from openevolve.llm.base import LLMInterface
+
+
+class Stub(LLMInterface):
+    def __init__(self, cfg):
+        pass
+
+    async def generate(self, prompt, **kwargs):
+        return self.answer(prompt)
+
+    async def generate_with_context(self, system_message, messages, **kwargs):
+        return self.answer(messages[-1]["content"])
+
+    def answer(self, prompt):
+        with open(PROMPTS, "a") as handle:
+            handle.write(prompt + "\\n")
+        return "```python\\n" + ANSWER + "```\\n"
+
+
+def client(cfg):
+    return Stub(cfg)
+"""
+
+
+@pytest.mark.slow
+def test_openevolve_s_own_run_climbs_through_the_adapter(shared_hill, tmp_path, monkeypatch):
+    """openevolve.run_evolution itself, its controller, database and worker
+    processes, with the stub model: from a crashing seed to the grid in one
+    iteration, every program scored by hills."""
+    import importlib
+
+    from openevolve.api import run_evolution
+
+    prompts = tmp_path / "prompts.txt"
+    (tmp_path / "stub").mkdir()
+    (tmp_path / "stub" / "stub_openevolve_llm.py").write_text(
+        STUB_LLM.replace("PROMPTS", repr(str(prompts))).replace("ANSWER", repr(GRID)))
+    monkeypatch.syspath_prepend(str(tmp_path / "stub"))
+    stub = importlib.import_module("stub_openevolve_llm")
+    monkeypatch.setenv(loopcore.HILL_VARIABLE, "circle-packing")
+    config = openevolve_config.Config()
+    config.llm.models = [openevolve_config.LLMModelConfig(name="stub", init_client=stub.client, weight=1.0)]
+    config.llm.evaluator_models = config.llm.models
+    config.evaluator.cascade_evaluation = False
+    config.evaluator.max_retries = 0
+    config.diff_based_evolution = False
+    before = len(json.loads(hills("attempts", "circle-packing", "--json").out)["attempts"])
+    # OpenEvolve's controller takes SIGINT and SIGTERM and leaves its handlers there.
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = run_evolution(CRASH, str(ADAPTERS / "openevolve_eval.py"), config=config, iterations=1,
+                               output_dir=str(tmp_path / "run"))
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert result.best_code.strip() == GRID.strip()
+    new = json.loads(hills("attempts", "circle-packing", "--json").out)["attempts"][before:]
+    assert [(row["report"]["status"], row["report"]["note"]) for row in new] == [("buggy", "openevolve"),
+                                                                                 ("passing", "openevolve")]
+    assert result.best_score == new[1]["report"]["metrics"][0]["value"] == result.metrics["combined_score"]
+    # The seed's reason reached the model in OpenEvolve's own prompt, from the artifacts.
+    assert "the candidate broke on purpose" in prompts.read_text()
 
 
 # --- ShinkaEvolve -----------------------------------------------------------
