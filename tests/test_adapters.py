@@ -22,7 +22,7 @@ from testing.eval_fixtures import REPO_ROOT, hills, make_hill, on_machine
 from testing.util import needs_bwrap
 
 from hills.adapters import gepa_eval, loopcore, openevolve_eval, shinka_eval
-from hills.base.errors import UsageError
+from hills.base.errors import HillsError, UsageError
 
 openevolve_evaluator = pytest.importorskip("openevolve.evaluator")
 openevolve_config = pytest.importorskip("openevolve.config")
@@ -161,6 +161,7 @@ def test_openevolve_scores_a_passing_candidate_with_its_report(shared_hill, monk
     run_id = json.loads(artifacts["hills_report"])["run_id"]
     report = logged("circle-packing", run_id)
     assert report["status"] == "passing" and report["note"] == "openevolve"
+    assert report["final"] is False and report["official"] is True
     assert metrics["combined_score"] == report["metrics"][0]["value"] == pytest.approx(2.5414)
     assert metrics["sum_radii"] == report["metrics"][0]["value"] and metrics["passed"] == 1.0
     assert "error" not in metrics
@@ -458,6 +459,24 @@ def test_params_reach_the_eval(shared_hill, monkeypatch):
     # 26 circles for n = 25: judged against the param the binding passed.
     assert reading.report.status == "failing" and reading.report.reason == "expected 25 circles, got 26"
     assert logged("circle-packing", reading.report.data["run_id"])["params"]["n"] == 25
+
+
+def test_a_param_out_of_its_range_is_refused_not_scored(shared_hill, tmp_path, monkeypatch):
+    """The binding's params go to `hills eval -p`, which holds them to
+    hill.yaml's bounds: the loop cannot widen the task (n is at most 100)."""
+    monkeypatch.setenv(loopcore.PARAMS_VARIABLE, json.dumps({"n": 1000}))
+    before = len(json.loads(hills("attempts", "circle-packing", "--json").out)["attempts"])
+    with pytest.raises(HillsError) as raised:
+        gepa_eval.evaluator("circle-packing")(GRID)
+    assert raised.value.exit_code == 2 and "'n'" in raised.value.message, raised.value.message
+    program = tmp_path / "main.py"
+    program.write_text(GRID)
+    done = subprocess.run([sys.executable, str(ADAPTERS / "shinka_eval.py"), "--program_path", str(program),
+                           "--results_dir", str(tmp_path / "results"), "--hill", "circle-packing"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "'n'" in done.stderr, done.stderr
+    assert json.loads((tmp_path / "results" / "correct.json").read_text())["correct"] is False
+    assert len(json.loads(hills("attempts", "circle-packing", "--json").out)["attempts"]) == before
 
 
 def test_a_reserved_metric_name_is_prefixed():
