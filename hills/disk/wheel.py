@@ -70,8 +70,9 @@ def _metadata() -> tuple[str, str]:
         raise EnvironmentProblem("this hills is not installed as a package, so its dependencies are unknown",
                                  hint="install it (pip install -e . in the checkout) and run it again") from None
     requires = [line for line in dist.requires or [] if "extra ==" not in line]
+    metadata = dist.metadata
     lines = ["Metadata-Version: 2.1", "Name: hills", f"Version: {__version__}",
-             f"Summary: {dist.metadata.get('Summary', '')}", f"Requires-Python: {dist.metadata.get('Requires-Python', '>=3.11')}"]
+             f"Summary: {metadata['Summary'] or ''}", f"Requires-Python: {metadata['Requires-Python'] or '>=3.11'}"]
     lines += [f"Requires-Dist: {line}" for line in requires]
     scripts = sorted((point.name, point.value) for point in dist.entry_points if point.group == "console_scripts")
     entry_points = "[console_scripts]\n" + "".join(f"{name} = {value}\n" for name, value in scripts)

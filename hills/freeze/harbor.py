@@ -39,6 +39,8 @@ APP = "/app"
 SUBMISSION = APP + "/submission"
 HILL_COPY = APP + "/hill"
 VERIFIER_LOGS = "/logs/verifier"
+# The agent works as a user of its own: the hill's copy stays as exported.
+AGENT_USER = "agent"
 # The verifier builds the hill's environment (uv, from its lock) before
 # the first replicate: time on top of the hill's own watchdog.
 BUILD_SLACK_S = 900
@@ -143,7 +145,8 @@ def _write(request: HarborRequest, commit: str, tree_hash: str, root: str) -> Ex
     if text is None:
         raise Refused(f"hill '{hill.name}' has no hill.yaml at commit {commit[:12]}")
     spec: dict[str, Any] = dict(manifest.parse_text(text, f"hill.yaml at {commit[:12]}", hill.name))
-    entries = {lock_name: _lock_entries(hill, commit, lock_name) for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK)}
+    entries = {lock_name: _lock_entries(hill, commit, lock_name)
+               for lock_name in (locks.PRIVATE_LOCK, locks.BLOBS_LOCK)}
 
     tests = os.path.join(root, "tests")
     os.makedirs(tests)
@@ -164,7 +167,7 @@ def _write(request: HarborRequest, commit: str, tree_hash: str, root: str) -> Ex
             "failed_reward": request.failed_reward, "hills_version": __version__}
     _write_text(os.path.join(tests, "task.json"), json.dumps(task, indent=2, sort_keys=True) + "\n")
     files = {"wheel": wheel.file_name(), "bundle": bundle_name, "base_image": request.base_image,
-             "submission": SUBMISSION, "example": f"{HILL_COPY}/examples/{example}"}
+             "submission": SUBMISSION, "example": f"{HILL_COPY}/examples/{example}", "agent_user": AGENT_USER}
     _template(environment, "Dockerfile", "agent.Dockerfile", files)
     _template(tests, "Dockerfile", "verifier.Dockerfile", files)
     _template(tests, "docker-compose.yaml", "verifier-compose.yaml", files)
@@ -181,7 +184,8 @@ def _write(request: HarborRequest, commit: str, tree_hash: str, root: str) -> Ex
     for side in AGENT_SIDE:
         found = leaked(os.path.join(root, side), private_digests)
         if found:
-            raise Refused(f"hill '{hill.name}' holds held-out data outside private/: '{found[0]}' of the task "
+            shown = side if found[0] == side else f"{side}/{found[0]}"
+            raise Refused(f"hill '{hill.name}' holds held-out data outside private/: '{shown}' of the task "
                           "is a copy of a file of private/",
                           hint="remove the copy from the hill's public files and commit again")
     return Exported(root, hill.name, commit, tree_hash, example, len(private_digests))
@@ -294,6 +298,7 @@ def task_toml(spec: dict[str, Any], task: dict[str, Any], bundle_digest: str) ->
         "metadata": {"hills": metadata},
         "verifier": {"environment_mode": "separate", "timeout_sec": timeout + BUILD_SLACK_S,
                      "environment": {"build_timeout_sec": 1800.0}},
+        "agent": {"user": AGENT_USER},
         "environment": {"build_timeout_sec": 600.0},
         "artifacts": [SUBMISSION],
     }

@@ -35,14 +35,15 @@ def reward_of(report: dict[str, Any], failed_reward: float) -> dict[str, float]:
     metrics = report.get("metrics") or []
     primary = metrics[0] if metrics and isinstance(metrics[0], dict) else {}
     value = primary.get("value")
-    finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    finite = math.isfinite(number)
     passed = report.get("status") == "passing" and report.get("passed") is True and finite
     rewards: dict[str, float] = {"passed": 1.0 if passed else 0.0,
                                  "official": 1.0 if report.get("official") is True else 0.0}
     if finite:
-        rewards["score"] = float(value)
+        rewards["score"] = number
     if passed:
-        rewards["reward"] = -float(value) if primary.get("direction") == "min" else float(value)
+        rewards["reward"] = -number if primary.get("direction") == "min" else number
     else:
         rewards["reward"] = failed_reward
     return rewards
