@@ -267,6 +267,15 @@ def _tar(members):
     return out.getvalue()
 
 
+def test_a_base_image_that_is_not_an_image_reference_is_refused(hill, module_machine, tmp_path):
+    with on_machine(module_machine):
+        result = run_cli("export", "harbor", NAME, "-o", tmp_path / "task",
+                         "--base-image", "python:3.12\nRUN cat /etc/shadow")
+    assert result.code == 2, result.output
+    assert "--base-image" in result.error_lines[0] and "is not a Docker image reference" in result.error_lines[0]
+    assert not (tmp_path / "task").exists() and _leftovers(tmp_path) == []
+
+
 def test_a_public_archive_of_held_out_data_refuses_the_export(project, tmp_path):
     """A hill frozen past its gate's checks (here in-process, the gate
     skipped) with a private file inside a tar among its public files: the

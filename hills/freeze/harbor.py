@@ -46,6 +46,9 @@ AGENT_USER = "agent"
 BUILD_SLACK_S = 900
 AGENT_SIDE = ("instruction.md", "task.toml", "environment", "solution")
 _EXAMPLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# An image reference as Docker writes one (registry/name:tag@digest): it
+# goes into a FROM line, where anything else could add instructions.
+_IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +144,10 @@ def _write(request: HarborRequest, commit: str, tree_hash: str, root: str) -> Ex
     hill = request.hill
     if request.split not in SPLITS:
         raise UsageError(f"unknown split '{request.split}'", hint="use holdout or validation")
+    if not _IMAGE_RE.match(request.base_image):
+        shown = request.base_image.encode("unicode_escape").decode("ascii")  # a newline stays on the line
+        raise UsageError(f"--base-image '{shown}' is not a Docker image reference",
+                         hint="name one such as python:3.12-slim or registry.example/team/image@sha256:...")
     text = hill.repo.show_blob(commit, "hill.yaml")
     if text is None:
         raise Refused(f"hill '{hill.name}' has no hill.yaml at commit {commit[:12]}")
