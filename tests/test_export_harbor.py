@@ -220,6 +220,19 @@ def test_a_dirty_hill_exports_what_was_committed(hill, module_machine, tmp_path)
     assert (tmp_path / "task" / "environment" / "hill" / "eval.py").read_text() == committed
 
 
+def test_held_out_data_that_drifted_from_its_lock_is_refused(hill, module_machine, tmp_path):
+    answers = hill / "private" / "answers.csv"
+    answers.write_text(PRIVATE["answers.csv"].replace("42", "43"))
+    try:
+        with on_machine(module_machine):
+            result = run_cli("export", "harbor", NAME, "-o", tmp_path / "task")
+    finally:
+        answers.write_text(PRIVATE["answers.csv"])
+    assert result.code == 1, result.output
+    assert "private/answers.csv" in result.error_lines[0]
+    assert not (tmp_path / "task").exists() and _leftovers(tmp_path) == []
+
+
 def test_an_uncommitted_hill_is_refused(project, tmp_path):
     created = run_cli("new", "fresh", "-t", "default")
     assert created.code == 0, created.output
@@ -249,12 +262,13 @@ def test_a_folder_that_is_not_empty_is_kept_without_force(hill, module_machine, 
 
 
 def test_an_error_leaves_nothing_half_written(hill, module_machine, tmp_path):
+    """Refused after the bundle and the wheel are written: neither the task
+    folder, nor its temporary folder, nor the folders made above it stay."""
     with on_machine(module_machine):
-        result = run_cli("export", "harbor", NAME, "-o", tmp_path / "task", "--example", "nope")
+        result = run_cli("export", "harbor", NAME, "-o", tmp_path / "tasks" / "new" / "task", "--example", "nope")
     assert result.code == 2, result.output
     assert "the hill has no example 'nope'" in result.error_lines[0] and "basic" in result.output
-    assert not (tmp_path / "task").exists()
-    assert _leftovers(tmp_path) == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
 def _tar(members):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import functools
 import importlib.resources
-import io
 import json
 import os
 import re
@@ -26,8 +26,8 @@ from ..run import pinned
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Any
+    from collections.abc import Callable, Iterator
+    from typing import IO, Any
 
     from ..disk.hill import Hill
 
@@ -88,6 +88,11 @@ def export(request: HarborRequest) -> Exported:
     target = os.path.abspath(request.target)
     _check_target(hill, target, request.force)
     parent = os.path.dirname(target)
+    missing = []  # the folders above DIR made here, deepest first: removed again on an error
+    folder = parent
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
     os.makedirs(parent, exist_ok=True)
     staging = _temp_folder(parent, os.path.basename(target))
     try:
@@ -95,6 +100,11 @@ def export(request: HarborRequest) -> Exported:
         _replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        for made in missing:
+            try:
+                os.rmdir(made)
+            except OSError:
+                break
         raise
     return dataclasses.replace(exported, path=target)
 
@@ -187,15 +197,15 @@ def _write(request: HarborRequest, commit: str, tree_hash: str, root: str) -> Ex
                                                                   request.split, readme))
     _write_text(os.path.join(root, "task.toml"), task_toml(spec, task, _sha256(os.path.join(tests, bundle_name))))
 
-    private_digests = {entry["digest"] for entry in entries[locks.PRIVATE_LOCK].values()}
+    private = {(entry["size"], entry["digest"]) for entry in entries[locks.PRIVATE_LOCK].values()}
     for side in AGENT_SIDE:
-        found = leaked(os.path.join(root, side), private_digests)
+        found = leaked(os.path.join(root, side), private)
         if found:
             shown = side if found[0] == side else f"{side}/{found[0]}"
             raise Refused(f"hill '{hill.name}' holds held-out data outside private/: '{shown}' of the task "
                           "is a copy of a file of private/",
                           hint="remove the copy from the hill's public files and commit again")
-    return Exported(root, hill.name, commit, tree_hash, example, len(private_digests))
+    return Exported(root, hill.name, commit, tree_hash, example, len(entries[locks.PRIVATE_LOCK]))
 
 
 def _lock_entries(hill: Hill, commit: str, lock_name: str) -> dict[str, dict[str, Any]]:
@@ -312,47 +322,53 @@ def task_toml(spec: dict[str, Any], task: dict[str, Any], bundle_digest: str) ->
     return tomli_w.dumps(document)
 
 
-def leaked(folder: str, digests: set[str]) -> list[str]:
-    """The files under `folder` whose content is one of `digests` (blake3,
-    as the locks write them), members of tar and zip archives included:
-    relative paths, `archive!member` for a member."""
+def leaked(folder: str, private: set[tuple[int, str]]) -> list[str]:
+    """The files under `folder` (or the file `folder`) whose content is one
+    of `private`'s (size, blake3 digest) pairs, as the locks write them,
+    members of tar and zip files included: relative paths, `FILE!MEMBER`
+    for a member. Only a file or member of a size in `private` is hashed."""
+    sizes = {size for size, _ in private}
     found = []
-    for rel, payload in _contents(folder):
-        if payload is not None and "blake3:" + _blake3(payload) in digests:
+    paths = [(folder, os.path.basename(folder))] if os.path.isfile(folder) else [
+        (os.path.join(current, name), os.path.relpath(os.path.join(current, name), folder))
+        for current, _, files in sorted(os.walk(folder)) for name in sorted(files)]
+    for path, rel in paths:
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        size = os.path.getsize(path)
+        if size in sizes and (size, locks.file_digest(path)) in private:
             found.append(rel)
+        for member, member_size, stream in _members(path):
+            if member_size in sizes and (member_size, _stream_digest(stream())) in private:
+                found.append(f"{rel}!{member}")
     return sorted(found)
 
 
-def _blake3(payload: bytes) -> str:
+def _stream_digest(stream: IO[bytes]) -> str:
     import blake3
 
-    return blake3.blake3(payload).hexdigest()
+    hasher = blake3.blake3()
+    with stream:
+        while chunk := stream.read(1 << 20):
+            hasher.update(chunk)
+    return "blake3:" + hasher.hexdigest()
 
 
-def _contents(folder: str) -> Iterator[tuple[str, bytes | None]]:
-    if os.path.isfile(folder):
-        yield from _file_contents(folder, os.path.basename(folder))
-        return
-    for current, folders, files in os.walk(folder):
-        folders.sort()
-        for name in sorted(files):
-            path = os.path.join(current, name)
-            if os.path.isfile(path) and not os.path.islink(path):
-                yield from _file_contents(path, os.path.relpath(path, folder))
-
-
-def _file_contents(path: str, rel: str) -> Iterator[tuple[str, bytes | None]]:
-    with open(path, "rb") as handle:
-        payload = handle.read()
-    yield rel, payload
+def _members(path: str) -> Iterator[tuple[str, int, Callable[[], IO[bytes]]]]:
+    """(name, size, opener) of each plain member of a tar or zip file."""
     if tarfile.is_tarfile(path):
-        with tarfile.open(fileobj=io.BytesIO(payload)) as archive:
+        with tarfile.open(path) as archive:
             for member in archive:
-                extracted = archive.extractfile(member) if member.isfile() else None
-                if extracted is not None:
-                    yield f"{rel}!{member.name}", extracted.read()
+                if member.isfile():
+                    yield member.name, member.size, functools.partial(_extracted, archive, member)
     elif zipfile.is_zipfile(path):
-        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            for info in archive.infolist():
+        with zipfile.ZipFile(path) as zipped:
+            for info in zipped.infolist():
                 if not info.is_dir():
-                    yield f"{rel}!{info.filename}", archive.read(info)
+                    yield info.filename, info.file_size, functools.partial(zipped.open, info)
+
+
+def _extracted(archive: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    stream = archive.extractfile(member)
+    assert stream is not None  # a plain member
+    return stream
