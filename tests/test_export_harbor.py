@@ -207,6 +207,25 @@ def test_the_agent_gets_the_committed_public_files_the_blob_and_the_example(task
     assert config["verifier"]["environment_mode"] == "separate"
 
 
+def test_the_wheel_is_this_hills_without_any_templates_held_out_data(task, tmp_path, module_machine, hill):
+    target, _ = task
+    wheels = sorted((target / "tests").glob("hills-*.whl"))
+    assert len(wheels) == 1, wheels
+    with zipfile.ZipFile(wheels[0]) as archive:
+        names = archive.namelist()
+        assert "hills/entry.py" in names and "hills/hooks/pre-commit" in names
+        assert "hills/freeze/harbor_task/hills_reward.py" in names
+        assert not [name for name in names if "/private/" in name or "__pycache__" in name]
+        metadata = archive.read(next(name for name in names if name.endswith(".dist-info/METADATA"))).decode()
+    assert "Requires-Dist: click" in metadata and "Requires-Dist: blake3" in metadata
+    assert "extra ==" not in metadata
+    # The same hills makes the same wheel, byte for byte.
+    with on_machine(module_machine):
+        again = run_cli("export", "harbor", NAME, "-o", tmp_path / "again")
+    assert again.code == 0, again.output
+    assert (tmp_path / "again" / "tests" / wheels[0].name).read_bytes() == wheels[0].read_bytes()
+
+
 def test_a_dirty_hill_exports_what_was_committed(hill, module_machine, tmp_path):
     eval_py = hill / "eval.py"
     committed = eval_py.read_text()
@@ -379,6 +398,35 @@ def test_the_exported_verifier_scores_the_submission_and_writes_the_reward(task,
     assert report["tree_hash"] == exported["tree_hash"] and report["signature"]
     if status != "buggy":  # a crashed evaluator reports no config of its own
         assert {"name": "mode", "value": "holdout", "primary": True} in report["config"]
+
+
+@pytest.mark.slow
+def test_a_submission_that_links_out_of_its_folder_gets_the_failed_reward(task, verifier_hills, tmp_path):
+    """The submission reaches for a file outside its folder in the
+    verifier's container through a link: hills refuses the link, so the
+    reward is the failed one. The control: the same bytes as a plain file
+    score."""
+    target, _ = task
+    outside = tmp_path / "outside.txt"
+    outside.write_text("1000\n")
+    rewards = {}
+    for case in ("link", "plain"):
+        folder = tmp_path / case
+        folder.mkdir()
+        if case == "link":
+            (folder / "score.txt").symlink_to(outside)
+        else:
+            (folder / "score.txt").write_text(outside.read_text())
+        home = tmp_path / f"home-{case}"
+        home.mkdir()
+        done = _verify(target, verifier_hills, folder, tmp_path / f"logs-{case}", home)
+        assert done.returncode == 0, done.stdout + done.stderr
+        rewards[case] = json.loads((tmp_path / f"logs-{case}" / "reward.json").read_text())
+        report = json.loads((tmp_path / f"logs-{case}" / "hills-report.json").read_text())
+        if case == "link":
+            assert report["status"] != "passing" and "score.txt" in (report["reason"] or ""), report["reason"]
+    assert rewards["plain"]["reward"] == 1000.0
+    assert rewards["link"]["reward"] == -1.0 and rewards["link"]["passed"] == 0.0
 
 
 @pytest.mark.slow
