@@ -31,7 +31,7 @@ def command() -> None:
 @click.option("--split", type=click.Choice(["holdout", "validation"]), default="holdout", show_default=True,
               help="The split the verifier scores: holdout is 'hills eval --final'.")
 @click.option("--failed-reward", "failed_reward", type=float, default=0.0, show_default=True,
-              help="The reward of a submission that fails or is buggy.")
+              help="The reward of a submission that fails or is buggy (0 unless given).")
 @click.option("--base-image", "base_image", metavar="IMAGE", default="python:3.12-slim", show_default=True,
               help="The Docker image both containers start from.")
 @json_option
