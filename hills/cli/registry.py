@@ -30,6 +30,7 @@ SUMMARIES = {
     "pin": "Approve one version of a hill; evals of any other are unofficial.",
     "bundle": "Write the committed version of a hill as one file, for another machine.",
     "unbundle": "Rebuild the hill a bundle holds under .hills/ and register it.",
+    "export": "Write a hill's committed version as another tool's task.",
     "list": "List the hills registered on this machine, one line per hill.",
     "home": "Print the machine state folder (HILLS_HOME, else ~/.autolab/hills).",
     "eval": "Score the submission folder DIR against a hill's committed evaluator.",
