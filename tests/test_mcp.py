@@ -1,0 +1,354 @@
+"""`hills mcp` through the mcp package's own client over stdio: the tools
+listed with their allow-list schemas, an eval run, its report read,
+verified and shown; --final, a param, an unknown argument and a path
+outside the roots refused with hills' words; a submission reading the
+hill's private data through an eval the tool started stays confined (the
+same payload unconfined is the control); nothing but the protocol on
+stdout."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+from testing.eval_fixtures import make_hill, on_machine, submission  # noqa: E402
+from testing.util import needs_bwrap, run_cli  # noqa: E402
+
+HILL = "circle-packing"
+GRID = f".hills/{HILL}/examples/grid"
+
+
+def served(flags, script, cwd=None):
+    """Start `hills mcp FLAGS` as the agent CLI would (a child speaking MCP
+    on its stdin and stdout), run `script(session)` on an initialised
+    session, and return what it returns."""
+    async def main():
+        server = StdioServerParameters(command=sys.executable, args=["-m", "hills", "mcp", *flags],
+                                       env=dict(os.environ), cwd=str(cwd or Path.cwd()))
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(server, errlog=quiet) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await script(session)
+    return anyio.run(main)
+
+
+def calling(name, arguments):
+    async def script(session):
+        return await session.call_tool(name, arguments)
+    return script
+
+
+def text_of(result):
+    return result.content[0].text
+
+
+def attempt_count():
+    listed = run_cli("attempts", HILL, "--json")
+    assert listed.code == 0, listed.output
+    return len(json.loads(listed.out)["attempts"])
+
+
+def test_the_tools_are_listed_with_schemas_that_allow_only_what_the_flags_allow(shared_hill):
+    async def script(session):
+        return (await session.list_tools()).tools
+
+    tools = {tool.name: tool for tool in served(["--hill", HILL], script)}
+    assert sorted(tools) == ["attempts", "describe", "eval", "show", "verify"]
+    schema = tools["eval"].input_schema
+    assert schema["additionalProperties"] is False and schema["required"] == ["submission", "hill"]
+    assert sorted(schema["properties"]) == ["hill", "knobs", "note", "repeat", "submission"]
+    assert schema["properties"]["hill"]["enum"] == [HILL]
+    assert schema["properties"]["repeat"]["maximum"] == 5
+    assert tools["describe"].annotations.read_only_hint is True and tools["eval"].annotations.read_only_hint is False
+
+    opened = {tool.name: tool for tool in served(["--hill", HILL, "--allow-final", "--allow-param", "n,tolerance",
+                                                   "--max-repeat", "3"], script)}
+    schema = opened["eval"].input_schema
+    assert schema["properties"]["final"] == {"type": "boolean", "description": schema["properties"]["final"]
+                                             ["description"]}
+    assert sorted(schema["properties"]["params"]["properties"]) == ["n", "tolerance"]
+    assert schema["properties"]["params"]["additionalProperties"] is False
+    assert schema["properties"]["repeat"]["maximum"] == 3
+
+
+@pytest.mark.slow
+def test_an_eval_through_the_tool_is_signed_logged_verified_and_shown(shared_hill):
+    before = attempt_count()
+
+    async def script(session):
+        scored = await session.call_tool("eval", {"submission": GRID, "hill": HILL, "note": "the grid, over MCP"})
+        report = scored.structured_content
+        return (scored, await session.call_tool("verify", {"report": report}),
+                await session.call_tool("show", {"report": report}),
+                await session.call_tool("attempts", {"hill": HILL}),
+                await session.call_tool("describe", {"hill": HILL}))
+
+    scored, verified, shown, attempts, described = served(["--hill", HILL], script)
+    assert not scored.is_error, text_of(scored)
+    report = scored.structured_content
+    assert json.loads(scored.content[1].text) == report  # the JSON beside the summary is the same report
+    assert report["hill"] == HILL and report["status"] == "passing" and report["final"] is False
+    assert report["note"] == "the grid, over MCP" and report["official"] is True
+    assert text_of(scored).startswith(f"{HILL} @ {report['tree_hash'][:12]}: PASSED ")
+    assert attempt_count() == before + 1
+    assert not verified.is_error and verified.structured_content["valid"] is True
+    assert text_of(verified).startswith("signature valid: signed by ")
+    assert not shown.is_error and "signature valid" in text_of(shown) and "sum_radii" in text_of(shown)
+    assert attempts.structured_content["attempts"][-1]["report"]["submission_hash"] == report["submission_hash"]
+    assert described.structured_content["hill"] == HILL and "sum_radii (max)" in text_of(described)
+
+    tampered = dict(report, metrics=[dict(report["metrics"][0], value=99.0)])
+    refuted = served(["--hill", HILL], calling("verify", {"report": tampered}))
+    assert not refuted.is_error and refuted.structured_content["valid"] is False
+    assert text_of(refuted).startswith("signature INVALID: ")
+
+
+def test_final_is_refused_without_allow_final_and_nothing_is_logged(shared_hill):
+    before = attempt_count()
+    refused = served(["--hill", HILL], calling("eval", {"submission": GRID, "hill": HILL, "final": True}))
+    assert refused.is_error
+    assert text_of(refused) == (
+        "error: tool 'eval' takes no argument 'final': this server was started without --allow-final\n"
+        "hint: the holdout is the person's to spend: they may restart the server with 'hills mcp --allow-final'")
+    assert refused.structured_content["exit_code"] == 2
+    assert attempt_count() == before
+
+
+@pytest.mark.slow
+def test_with_allow_final_the_holdout_eval_runs_and_counts(shared_hill):
+    report = served(["--hill", HILL, "--allow-final"],
+                    calling("eval", {"submission": GRID, "hill": HILL, "final": True})).structured_content
+    assert report["final"] is True and report["status"] == "passing", report
+
+
+def test_an_out_of_range_param_is_refused_by_the_pipelines_own_rule(shared_hill):
+    cli = run_cli("eval", GRID, "-H", HILL, "-p", "n=100000", "--json")
+    assert cli.code == 2, cli.output
+    cli_error = next(line for line in cli.err.splitlines() if line.startswith("error: "))
+    assert "param 'n' must be in [" in cli_error
+    before = attempt_count()
+    refused = served(["--hill", HILL, "--allow-param", "n"],
+                     calling("eval", {"submission": GRID, "hill": HILL, "params": {"n": 100000}}))
+    assert refused.is_error
+    assert text_of(refused).splitlines()[0] == cli_error  # the same rule, in the same words
+    assert refused.structured_content["exit_code"] == 2
+    assert attempt_count() == before
+
+
+def test_params_are_refused_unless_allowed_by_name(shared_hill):
+    refused = served(["--hill", HILL], calling("eval", {"submission": GRID, "hill": HILL, "params": {"n": 5}}))
+    assert refused.is_error
+    assert text_of(refused).startswith("error: tool 'eval' takes no argument 'params': this server was started "
+                                       "without --allow-param\n")
+    other = served(["--hill", HILL, "--allow-param", "tolerance"],
+                   calling("eval", {"submission": GRID, "hill": HILL, "params": {"n": 5}}))
+    assert other.is_error
+    assert text_of(other).startswith("error: param 'n' may not be set through this server\n"
+                                     "hint: it allows tolerance; ")
+
+
+def test_an_unknown_argument_a_bad_value_and_an_unknown_tool_are_refused(shared_hill):
+    before = attempt_count()
+
+    async def script(session):
+        forced = await session.call_tool("eval", {"submission": GRID, "hill": HILL, "force": True})
+        many = await session.call_tool("eval", {"submission": GRID, "hill": HILL, "repeat": 50})
+        other = await session.call_tool("describe", {"hill": "not-served"})
+        with pytest.raises(MCPError) as unknown:
+            await session.call_tool("rescore", {"hill": HILL})
+        return forced, many, other, unknown.value
+
+    forced, many, other, unknown = served(["--hill", HILL], script)
+    assert forced.is_error and text_of(forced) == (
+        "error: tool 'eval' takes no argument 'force': no such argument\n"
+        "hint: its arguments: submission, hill, knobs, repeat, note")
+    assert many.is_error and text_of(many).startswith("error: tool 'eval': 'repeat': 50 is greater than the maximum "
+                                                      "of 5\n")
+    assert other.is_error and text_of(other).startswith("error: tool 'describe': 'hill': 'not-served' is not one of "
+                                                        f"['{HILL}']")
+    assert unknown.message == "unknown tool 'rescore'"
+    assert attempt_count() == before
+
+
+def test_a_path_outside_the_roots_is_refused_a_link_out_included(shared_hill, tmp_path):
+    outside = submission(tmp_path / "outside", {"solution.py": "print(1)\n"})
+    (Path.cwd() / "link-out").symlink_to(outside)
+
+    async def script(session):
+        return (await session.call_tool("eval", {"submission": str(outside), "hill": HILL}),
+                await session.call_tool("eval", {"submission": "link-out", "hill": HILL}),
+                await session.call_tool("show", {"path": "/etc/passwd"}))
+
+    try:
+        direct, linked, shown = served(["--hill", HILL], script)
+    finally:
+        (Path.cwd() / "link-out").unlink()
+    for result, given in ((direct, str(outside)), (linked, "link-out")):
+        assert result.is_error
+        assert text_of(result).startswith(f"error: submission '{given}' is outside the folders this server reads "
+                                          f"({Path.cwd()})\n"), text_of(result)
+    assert shown.is_error and text_of(shown).startswith("error: report file '/etc/passwd' is outside the folders")
+    assert "root:" not in text_of(shown)
+
+
+def test_a_hill_not_registered_stops_the_server_before_it_serves(project):
+    done = subprocess.run([sys.executable, "-m", "hills", "mcp", "--hill", "nowhere"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert "error: " in done.stderr and "'nowhere'" in done.stderr
+
+
+def test_without_the_mcp_package_the_error_says_how_to_install_it(project, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # find_spec answers None: not installed
+    result = run_cli("mcp", "--hill", HILL)
+    assert result.code == 4, result.output
+    assert result.err.splitlines()[:2] == [
+        "error: 'hills mcp' serves MCP with the Python package 'mcp', which is not installed",
+        "hint: install it: pip install 'hills[mcp]'"]
+    assert result.out == ""
+
+
+# A server whose describe tool prints, as careless code in hills might, on
+# sys.stdout and straight on fd 1 (as a child would): the transport must
+# send both to stderr, and stdout must carry the protocol alone.
+NOISY_SERVER = textwrap.dedent("""\
+    import os, sys
+    import anyio
+    from hills.commands import mcp, mcp_tools
+
+    quiet = mcp_tools._describe
+    def noisy(policy, args):
+        print("a progress line on sys.stdout")
+        os.write(1, b"a child's line on fd 1\\n")
+        return quiet(policy, args)
+    mcp_tools.TOOLS = tuple(mcp_tools.Tool(t.name, t.title, t.description, t.schema,
+                                           noisy if t.name == "describe" else t.call, t.read_only)
+                            for t in mcp_tools.TOOLS)
+    mcp_tools.BY_NAME = {t.name: t for t in mcp_tools.TOOLS}
+    anyio.run(mcp.serve, mcp.policy_of((sys.argv[1],), (), False, (), 5))
+    """)
+
+
+def _rpc(message_id, method, params):
+    return json.dumps({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params}) + "\n"
+
+
+@pytest.mark.slow
+def test_nothing_but_the_protocol_reaches_stdout(shared_hill, tmp_path):
+    script = tmp_path / "noisy_server.py"
+    script.write_text(NOISY_SERVER)
+    loud = submission(Path.cwd() / "loud", {"solution.py": "print('LOUD ' * 100)\n"})
+    messages = "".join([
+        _rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "test", "version": "0"}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n",
+        _rpc(2, "tools/call", {"name": "describe", "arguments": {"hill": HILL}}),
+        _rpc(3, "tools/call", {"name": "eval", "arguments": {"submission": GRID, "hill": HILL}}),
+        _rpc(4, "tools/call", {"name": "eval", "arguments": {"submission": str(loud), "hill": HILL}}),
+    ])
+    child = subprocess.Popen([sys.executable, str(script), HILL], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        child.stdin.write(messages)
+        child.stdin.flush()
+        lines = []
+        while len([line for line in lines if '"id":' in line]) < 4:
+            line = child.stdout.readline()
+            assert line, child.stderr.read() if child.poll() is not None else "stdout closed"
+            lines.append(line)
+        rest, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    # The precondition: the stray writes happened, and went to stderr.
+    assert "a progress line on sys.stdout" in stderr and "a child's line on fd 1" in stderr
+    for line in lines + rest.splitlines():
+        message = json.loads(line)  # every line on stdout is a JSON-RPC message, nothing else
+        assert message["jsonrpc"] == "2.0", line
+    answers = {json.loads(line)["id"]: json.loads(line) for line in lines if '"id":' in line}
+    assert answers[3]["result"]["structuredContent"]["status"] == "passing"
+    assert "LOUD" not in "".join(lines) + rest
+
+
+# ---------------------------------------------------------------- confinement
+
+SECRET = "the held-out answer is 4242\n"
+# Runs attack.py from the submission through hills.sdk and reports what it
+# printed: the one way this evaluator starts submitted code.
+ATTACK_EVAL = """\
+    import json
+    import sys
+
+    from hills import sdk
+
+    def eval(submission, *, final=False, **params):
+        done = sdk.run_submission([sys.executable, "attack.py"], capture_output=True, text=True)
+        lines = done.stdout.strip().splitlines()
+        seen = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+        return {"passed": done.returncode == 0, "metrics": [{"name": "total", "value": 1.0, "direction": "max"}],
+                "details": {"seen": seen, "stderr": done.stderr[-2000:]}}
+    """
+READER = """\
+import json, os
+paths = json.load(open("paths.json"))
+seen = {}
+for name, path in paths.items():
+    try:
+        seen[name] = open(path).read() if name.endswith("file") else sorted(os.listdir(path))
+    except Exception as exc:
+        seen[name] = "refused: " + type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture(scope="module")
+def attack_hills(module_machine):
+    with on_machine(module_machine):
+        made = {name: make_hill(name, ATTACK_EVAL, timeout=60, private={"secret.txt": SECRET},
+                                extra=f"sandbox: {sandbox}\n")
+                for name, sandbox in (("boxed", "bwrap"), ("opened", "none"))}
+    return made
+
+
+def leak_attempt(hill_dir, tmp_path):
+    """The payload aimed at `hill_dir`'s private data, run through the eval
+    tool; the precondition (the secret is where the payload looks) first."""
+    secret = hill_dir / "private" / "secret.txt"
+    assert secret.read_text() == SECRET
+    paths = {"private file": str(secret), "private folder": str(hill_dir / "private")}
+    sub = submission(Path.cwd() / f"leak-{hill_dir.name}", {"attack.py": READER, "paths.json": json.dumps(paths)})
+    result = served(["--hill", hill_dir.name], calling("eval", {"submission": str(sub), "hill": hill_dir.name}))
+    assert not result.is_error, text_of(result)
+    return result.structured_content
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_submission_reading_private_data_through_the_eval_tool_stays_confined(attack_hills, tmp_path):
+    report = leak_attempt(attack_hills["boxed"], tmp_path)
+    seen = report["details"]["seen"]
+    assert seen, report["details"]  # the payload ran and said what it saw
+    assert str(seen["private file"]).startswith("refused: ") and str(seen["private folder"]).startswith("refused: ")
+    assert SECRET.strip() not in json.dumps(report)
+    assert report["isolation"]["submitted_code"] == "confined" and report["isolation"]["evaluator"] == "bwrap"
+
+
+@pytest.mark.slow
+def test_the_control_the_same_payload_unconfined_reads_the_secret(attack_hills, tmp_path):
+    report = leak_attempt(attack_hills["opened"], tmp_path)
+    seen = report["details"]["seen"]
+    assert seen["private file"] == SECRET and seen["private folder"] == ["secret.txt"]
+    assert report["isolation"]["submitted_code"] == "unconfined"
