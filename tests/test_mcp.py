@@ -352,3 +352,23 @@ def test_the_control_the_same_payload_unconfined_reads_the_secret(attack_hills, 
     seen = report["details"]["seen"]
     assert seen["private file"] == SECRET and seen["private folder"] == ["secret.txt"]
     assert report["isolation"]["submitted_code"] == "unconfined"
+
+
+@pytest.mark.slow
+def test_a_version_committed_after_the_server_started_is_not_scored(committed_hill):
+    """The agent may write where the hill lives: a new evaluator committed
+    behind the server's back is refused, not run."""
+    (committed_hill / "README.md").write_text("A new version.\n")
+    before = attempt_count()
+
+    async def script(session):
+        committed = run_cli("commit", HILL, "-m", "a version the server did not start on")
+        assert committed.code == 0, committed.output
+        return await session.call_tool("eval", {"submission": GRID, "hill": HILL})
+
+    refused = served(["--hill", HILL], script)
+    assert refused.is_error
+    assert text_of(refused).startswith(f"error: hill '{HILL}' is at tree ")
+    assert "not the version" in text_of(refused) and "this server was started on" in text_of(refused)
+    assert refused.structured_content["exit_code"] == 1
+    assert attempt_count() == before == 0

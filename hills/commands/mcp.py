@@ -61,16 +61,20 @@ def policy_of(hill_names: tuple[str, ...], roots: tuple[str, ...], allow_final: 
     """The server's policy from its flags, each hill resolved and each root
     checked before the server starts: a mistake is said once, on stderr,
     not in every tool call."""
-    from ..disk import hill
+    from .. import api
     from .mcp_tools import Policy
 
-    names = tuple(dict.fromkeys(hill.resolve(name).name for name in hill_names))
+    served = []
+    for name in dict.fromkeys(hill_names):
+        described = api.describe(name)
+        served.append((str(described["hill"]), str(described["path"]), described.get("tree_hash")))
     for root in roots:
         if not os.path.isdir(root):
             raise errors.UsageError(f"--root '{root}' is not a folder",
                                     hint="name a folder the agent writes its submissions in")
     params = tuple(dict.fromkeys(name.strip() for given in allow_params for name in given.split(",") if name.strip()))
-    return Policy(hills=names, roots=tuple(os.path.abspath(root) for root in roots) or (os.getcwd(),),
+    return Policy(hills=tuple(dict.fromkeys(name for name, _, _ in served)), served=tuple(served),
+                  roots=tuple(os.path.abspath(root) for root in roots) or (os.getcwd(),),
                   allow_final=allow_final, allow_params=params, max_repeat=max_repeat)
 
 

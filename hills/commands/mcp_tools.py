@@ -34,6 +34,17 @@ class Policy:
     allow_final: bool = False
     allow_params: tuple[str, ...] = ()
     max_repeat: int = 5
+    # (name, folder, tree hash) of each hill, read once at start: a call
+    # names the hill, the server scores that folder at that version only.
+    served: tuple[tuple[str, str, str | None], ...] = ()
+
+    def folder(self, name: str) -> str:
+        """The folder of the served hill `name` (the name itself when the
+        policy was made without folders, as the unit tests make it)."""
+        return next((folder for served, folder, _ in self.served if served == name), name)
+
+    def tree(self, name: str) -> str | None:
+        return next((tree for served, _, tree in self.served if served == name), None)
 
 
 @frozen
@@ -175,7 +186,7 @@ def under_roots(policy: Policy, path: str, what: str) -> str:
 def _describe(policy: Policy, args: dict[str, Any]) -> Answer:
     from .. import api
 
-    described = api.describe(args["hill"])
+    described = api.describe(policy.folder(args["hill"]))
     metrics = ", ".join(f"{m.get('name')} ({m.get('direction')})" for m in described.get("metrics") or []
                         if isinstance(m, dict))
     params = ", ".join(described.get("params") or {}) or "none"
@@ -195,15 +206,18 @@ def _eval(policy: Policy, args: dict[str, Any]) -> Answer:
     if not os.path.isdir(submission):
         raise errors.UsageError(f"submission '{args['submission']}' is not a folder",
                                 hint="the eval tool scores a submission folder, as 'hills eval DIR' does")
+    _same_version(policy, args["hill"], api.describe(policy.folder(args["hill"])).get("tree_hash"))
     try:
-        report = api.evaluate(submission, args["hill"], params=args.get("params"), final=bool(args.get("final")),
-                              repeat=int(args.get("repeat", 1)), note=args.get("note"), knobs=args.get("knobs"))
+        report = api.evaluate(submission, policy.folder(args["hill"]), params=args.get("params"),
+                              final=bool(args.get("final")), repeat=int(args.get("repeat", 1)),
+                              note=args.get("note"), knobs=args.get("knobs"))
     except errors.HillsError as problem:
         logged = getattr(problem, "report", None)
         if logged is not None:  # refused after it was logged: the report says how far it got
             problem.logged_report = logged.data  # type: ignore[attr-defined]
         raise
     data = report.data
+    _same_version(policy, args["hill"], data.get("tree_hash"))
     lines = [f"{data.get('hill')} @ {(data.get('tree_hash') or 'working tree')[:12]}: {summary_line(data)}",
              "official" if report.official else f"unofficial: {report.official_reason}"]
     if report.reason:
@@ -211,11 +225,21 @@ def _eval(policy: Policy, args: dict[str, Any]) -> Answer:
     return Answer("\n".join(lines), data)
 
 
+def _same_version(policy: Policy, name: str, tree: str | None) -> None:
+    """Refuse a hill whose committed version is no longer the one the
+    server started on: the agent may write where the hill lives (a
+    project's .hills/), and must not commit the evaluator it is scored by."""
+    started = policy.tree(name)
+    if policy.served and tree != started:
+        raise errors.Refused(f"hill '{name}' is at tree {str(tree)[:12]}, not the version {str(started)[:12]} this "
+                             "server was started on", hint="a person restarts 'hills mcp' to serve a new version")
+
+
 def _attempts(policy: Policy, args: dict[str, Any]) -> Answer:
     from .. import api
     from ..evidence.report import summary_line
 
-    found = api.attempts(args["hill"])
+    found = api.attempts(policy.folder(args["hill"]))
     lines = [f"{len(found)} attempts on hill '{args['hill']}'; log chain "
              + ("ok" if found.chain_ok else "BROKEN")]
     for best in found.best[:3]:
