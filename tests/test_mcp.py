@@ -372,3 +372,146 @@ def test_a_version_committed_after_the_server_started_is_not_scored(committed_hi
     assert "not the version" in text_of(refused) and "this server was started on" in text_of(refused)
     assert refused.structured_content["exit_code"] == 1
     assert attempt_count() == before == 0
+
+
+# ---------------------------------------------------------------- hills setup mcp
+
+CONFIGS = {"claude-code": ".mcp.json", "gemini-cli": ".gemini/settings.json", "cursor": ".cursor/mcp.json"}
+
+
+@pytest.fixture
+def configs(shared_hill, tmp_path, monkeypatch):
+    """Where each agent's config lands for this test (codex's under
+    CODEX_HOME, a folder of the test's own); the project's files are
+    removed after, as the shared hill's project is the module's."""
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    paths = {agent: Path.cwd() / rel for agent, rel in CONFIGS.items()}
+    paths["codex"] = tmp_path / "codex-home" / "config.toml"
+    yield paths
+    for agent, path in paths.items():
+        if path.exists():
+            path.unlink()
+
+
+def read_config(path):
+    import tomllib
+
+    text = path.read_text()
+    return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+
+
+def servers_in(path):
+    config = read_config(path)
+    return config["mcp_servers"] if path.suffix == ".toml" else config["mcpServers"]
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "cursor"])
+def test_setup_writes_each_agents_entry_in_its_own_file_and_format(configs, shared_hill, agent):
+    assert not configs[agent].exists()
+    result = run_cli("setup", "mcp", "--agent", agent, "--hill", HILL)
+    assert result.code == 0, result.output
+    assert result.out == f"{configs[agent]}\n"
+    assert f"{agent}: server 'hills' written in {configs[agent]}" in result.err
+    entry = servers_in(configs[agent])["hills"]
+    assert entry["command"] == sys.executable
+    assert entry["args"] == ["-m", "hills", "mcp", "--hill", str(shared_hill), "--root", str(Path.cwd())]
+    assert entry["env"] == {"HILLS_HOME": os.environ["HILLS_HOME"]}
+    assert entry.get("type") == ("stdio" if agent == "claude-code" else None)
+    assert entry.get("tool_timeout_sec") == (600 if agent == "codex" else None)
+
+
+def test_setup_merges_into_a_file_keeping_its_other_servers_keys_and_comments(configs, shared_hill):
+    configs["cursor"].parent.mkdir(parents=True, exist_ok=True)
+    configs["cursor"].write_text(json.dumps({"theme": "dark", "mcpServers": {"other": {"command": "x"}}}))
+    configs["codex"].parent.mkdir(parents=True)
+    configs["codex"].write_text('# my codex config\nmodel = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n'
+                                '[mcp_servers.other.env]\nA = "1"\n')
+    result = run_cli("setup", "mcp", "--agent", "cursor", "--agent", "codex", "--hill", HILL)
+    assert result.code == 0, result.output
+    cursor = read_config(configs["cursor"])
+    assert cursor["theme"] == "dark" and cursor["mcpServers"]["other"] == {"command": "x"}
+    assert cursor["mcpServers"]["hills"]["args"][:3] == ["-m", "hills", "mcp"]
+    text = configs["codex"].read_text()
+    assert text.startswith('# my codex config\nmodel = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n')
+    codex = read_config(configs["codex"])
+    assert codex["model"] == "o3" and codex["mcp_servers"]["other"] == {"command": "x", "env": {"A": "1"}}
+    assert codex["mcp_servers"]["hills"]["command"] == sys.executable
+
+
+def test_an_existing_entry_is_kept_without_force_and_replaced_with_it(configs, shared_hill):
+    first = run_cli("setup", "mcp", "--agent", "codex", "--agent", "gemini-cli", "--hill", HILL)
+    assert first.code == 0, first.output
+    before = {agent: configs[agent].read_bytes() for agent in ("codex", "gemini-cli")}
+    for agent in ("codex", "gemini-cli"):
+        again = run_cli("setup", "mcp", "--agent", agent, "--hill", HILL, "--allow-final")
+        assert again.code == 1, again.output
+        assert again.err.splitlines()[:2] == [
+            f"error: '{configs[agent]}' has a server 'hills' already; nothing was written",
+            "hint: pass --force to replace it, or --name to add another"]
+        assert configs[agent].read_bytes() == before[agent]
+    forced = run_cli("setup", "mcp", "--agent", "codex", "--agent", "gemini-cli", "--hill", HILL,
+                     "--allow-final", "--allow-param", "n", "--force")
+    assert forced.code == 0, forced.output
+    for agent in ("codex", "gemini-cli"):
+        servers = servers_in(configs[agent])
+        assert list(servers) == ["hills"]
+        assert servers["hills"]["args"][-3:] == ["--allow-final", "--allow-param", "n"]
+    assert configs["codex"].read_text().count("[mcp_servers.hills]") == 1
+
+
+def test_a_refusal_for_one_agent_writes_no_file_for_the_others(configs, shared_hill):
+    configs["codex"].parent.mkdir(parents=True)
+    configs["codex"].write_text('[mcp_servers.hills]\ncommand = "mine"\n')
+    result = run_cli("setup", "mcp", "--agent", "claude-code", "--agent", "codex", "--hill", HILL)
+    assert result.code == 1, result.output
+    assert "has a server 'hills' already" in result.err
+    assert not configs["claude-code"].exists()
+    assert configs["codex"].read_text() == '[mcp_servers.hills]\ncommand = "mine"\n'
+
+
+@pytest.mark.parametrize("agent, content, words", [
+    ("claude-code", '{"mcpServers": {"a": 1},', "is not valid JSON: "),
+    ("cursor", '["a list"]', "expected a JSON object at the top level, got list"),
+    ("gemini-cli", '{"mcpServers": ["a"]}', "'mcpServers' must be an object, got list"),
+    ("codex", 'model = \n', "is not valid TOML: "),
+    ("codex", 'mcp_servers = "none"\n', "'mcp_servers' must be a table, got str"),
+], ids=["json syntax", "json not an object", "json servers a list", "toml syntax", "toml servers a string"])
+def test_a_malformed_config_is_an_error_naming_the_file(configs, shared_hill, agent, content, words):
+    configs[agent].parent.mkdir(parents=True, exist_ok=True)
+    configs[agent].write_text(content)
+    result = run_cli("setup", "mcp", "--agent", agent, "--hill", HILL)
+    assert result.code == 2, result.output
+    error = result.err.splitlines()[0]
+    assert error.startswith(f"error: '{configs[agent]}'") and words in error, error
+    assert result.err.splitlines()[1] == "hint: fix the file, or add the entry by hand: 'hills setup mcp ... --print'"
+    assert configs[agent].read_text() == content
+
+
+def test_print_writes_nothing_and_shows_the_entry_and_the_claude_line(configs, shared_hill):
+    result = run_cli("setup", "mcp", "--agent", "claude-code", "--hill", HILL, "--print")
+    assert result.code == 0, result.output
+    assert not any(path.exists() for path in configs.values())
+    shown, line = result.out.rsplit("}\n", 1)
+    assert json.loads(shown + "}")["mcpServers"]["hills"]["type"] == "stdio"
+    assert line.startswith("claude mcp add --scope project --transport stdio --env HILLS_HOME=")
+    assert f" hills -- {sys.executable} -m hills mcp --hill {shared_hill} --root {Path.cwd()}" in line
+
+
+def test_the_written_entry_starts_a_server_that_serves(configs, shared_hill):
+    """The round trip: the command and args in .mcp.json, run as the agent
+    CLI runs them, from another folder, speak MCP and serve the hill."""
+    assert run_cli("setup", "mcp", "--agent", "claude-code", "--hill", HILL).code == 0
+    entry = servers_in(configs["claude-code"])["hills"]
+
+    async def main():
+        server = StdioServerParameters(command=entry["command"], args=entry["args"],
+                                       env={**os.environ, **entry["env"]}, cwd="/")
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(server, errlog=quiet) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.call_tool("describe", {"hill": HILL})
+
+    described = anyio.run(main)
+    assert not described.is_error, text_of(described)
+    assert described.structured_content["path"] == str(shared_hill)
