@@ -515,3 +515,59 @@ def test_the_written_entry_starts_a_server_that_serves(configs, shared_hill):
     described = anyio.run(main)
     assert not described.is_error, text_of(described)
     assert described.structured_content["path"] == str(shared_hill)
+
+
+# ---------------------------------------------------------------- the policy, without a server
+
+def _policy(**flags):
+    from hills.commands.mcp_tools import Policy
+
+    return Policy(hills=("h",), roots=(str(Path.cwd()),), **flags)
+
+
+@pytest.mark.parametrize("flags, arguments, refusal", [
+    ({}, {"submission": "s", "hill": "h"}, None),
+    ({}, {"submission": "s", "hill": "h", "knobs": {"lr": 0.1}, "repeat": 5, "note": "x"}, None),
+    ({}, {"submission": "s", "hill": "h", "final": False},
+     "tool 'eval' takes no argument 'final': this server was started without --allow-final"),
+    ({}, {"hill": "h"}, "tool 'eval': 'arguments': 'submission' is a required property"),
+    ({}, {"submission": "s", "hill": "h", "repeat": 0}, "tool 'eval': 'repeat': 0 is less than the minimum of 1"),
+    ({}, {"submission": "s", "hill": "h", "repeat": 2.5}, "tool 'eval': 'repeat': 2.5 is not of type 'integer'"),
+    ({}, {"submission": "s", "hill": "h", "note": "n" * 201}, "tool 'eval': 'note': "),
+    ({}, {"submission": "s", "hill": "h", "knobs": {"lr": [1]}}, "tool 'eval': 'knobs/lr': [1] is not of type"),
+    ({"allow_final": True}, {"submission": "s", "hill": "h", "final": True}, None),
+    ({"allow_final": True}, {"submission": "s", "hill": "h", "final": "yes"},
+     "tool 'eval': 'final': 'yes' is not of type 'boolean'"),
+    ({"allow_params": ("n",)}, {"submission": "s", "hill": "h", "params": {"n": 3}}, None),
+    ({"allow_params": ("n",)}, {"submission": "s", "hill": "h", "params": {"m": 3}},
+     "param 'm' may not be set through this server"),
+    ({"max_repeat": 2}, {"submission": "s", "hill": "h", "repeat": 3},
+     "tool 'eval': 'repeat': 3 is greater than the maximum of 2"),
+], ids=["minimal", "every default argument", "final unallowed", "missing submission", "repeat zero",
+        "repeat not whole", "note too long", "knob a list", "final allowed", "final not a boolean",
+        "allowed param", "param not allowed", "repeat over the flag"])
+def test_the_eval_arguments_are_checked_against_the_policy(flags, arguments, refusal):
+    from hills.base import errors
+    from hills.commands import mcp_tools
+
+    tool, policy = mcp_tools.BY_NAME["eval"], _policy(**flags)
+    if refusal is None:
+        assert mcp_tools.check_arguments(tool, policy, arguments) == arguments
+        return
+    with pytest.raises(errors.UsageError) as refused:
+        mcp_tools.check_arguments(tool, policy, arguments)
+    assert refused.value.message.startswith(refusal), refused.value.message
+
+
+def test_paths_resolve_under_the_roots_only(tmp_path):
+    from hills.base import errors
+    from hills.commands import mcp_tools
+
+    policy = _policy()
+    (Path.cwd() / "inside").mkdir()
+    assert mcp_tools.under_roots(policy, "inside", "submission") == str((Path.cwd() / "inside").resolve())
+    for given in ("..", "/", str(tmp_path), "inside/../..", "~"):
+        with pytest.raises(errors.UsageError) as refused:
+            mcp_tools.under_roots(policy, given, "submission")
+        assert refused.value.message == (f"submission '{given}' is outside the folders this server reads "
+                                         f"({Path.cwd()})")

@@ -67,7 +67,7 @@ def policy_of(hill_names: tuple[str, ...], roots: tuple[str, ...], allow_final: 
     served = []
     for name in dict.fromkeys(hill_names):
         described = api.describe(name)
-        served.append((str(described["hill"]), str(described["path"]), described.get("tree_hash")))
+        served.append((str(described["hill"]), served_as(described), described.get("tree_hash")))
     for root in roots:
         if not os.path.isdir(root):
             raise errors.UsageError(f"--root '{root}' is not a folder",
@@ -76,6 +76,15 @@ def policy_of(hill_names: tuple[str, ...], roots: tuple[str, ...], allow_final: 
     return Policy(hills=tuple(dict.fromkeys(name for name, _, _ in served)), served=tuple(served),
                   roots=tuple(os.path.abspath(root) for root in roots) or (os.getcwd(),),
                   allow_final=allow_final, allow_params=params, max_repeat=max_repeat)
+
+
+def served_as(described: dict[str, Any]) -> str:
+    """How the server names a hill to hills.api: its folder here, where a
+    name could resolve to another hill from another working folder; its
+    name with a service, which holds the one copy under that name."""
+    from ..service import client
+
+    return str(described["hill"]) if client.service_socket() is not None else str(described["path"])
 
 
 def missing_package() -> errors.EnvironmentProblem | None:

@@ -156,13 +156,15 @@ def _refuse_existing(path: str, name: str, servers: dict[str, Any], force: bool)
 def entry_for(name: str, hills: tuple[str, ...], project: str, allow_final: bool,
               allow_params: tuple[str, ...]) -> Entry:
     """The server entry: this interpreter running `hills mcp`, each hill by
-    its folder (a name could resolve elsewhere from the agent's cwd), the
-    project as the root, and HILLS_HOME when this shell sets one."""
+    its folder (a name could resolve elsewhere from the agent's cwd; with a
+    service, by its name), the project as the root, and HILLS_HOME when
+    this shell sets one."""
     from .. import api
+    from .mcp import served_as
 
     args = ["-m", "hills", "mcp"]
     for hill in hills:
-        args += ["--hill", str(api.describe(hill)["path"])]
+        args += ["--hill", served_as(api.describe(hill))]
     args += ["--root", project]
     if allow_final:
         args.append("--allow-final")
