@@ -571,3 +571,24 @@ def test_paths_resolve_under_the_roots_only(tmp_path):
             mcp_tools.under_roots(policy, given, "submission")
         assert refused.value.message == (f"submission '{given}' is outside the folders this server reads "
                                          f"({Path.cwd()})")
+
+
+@pytest.mark.parametrize("text", [
+    '# keep me\nmcp_servers = { hills = { command = "old" }, other = { command = "x" } }\n',
+    '[mcp_servers]\nhills.command = "old"\nother.command = "x"\n',
+    '[mcp_servers.hills]\ncommand = "old"\n[mcp_servers.hills.env]\nA = "1"\n\n[mcp_servers.other]\ncommand = "x"\n',
+], ids=["inline table", "dotted keys", "tables"])
+def test_a_toml_entry_is_replaced_whatever_shape_the_old_one_has(text):
+    import tomllib
+
+    from hills.base import errors
+    from hills.commands import setup_mcp
+
+    entry = setup_mcp.Entry("hills", "/bin/python", ("-m", "hills", "mcp"))
+    with pytest.raises(errors.Refused) as refused:
+        setup_mcp.merged_toml("config.toml", text, entry, setup_mcp.AGENTS["codex"], force=False)
+    assert refused.value.message == "'config.toml' has a server 'hills' already; nothing was written"
+    merged = tomllib.loads(setup_mcp.merged_toml("config.toml", text, entry, setup_mcp.AGENTS["codex"], force=True))
+    assert merged["mcp_servers"]["other"] == {"command": "x"}
+    assert merged["mcp_servers"]["hills"] == {"command": "/bin/python", "args": ["-m", "hills", "mcp"],
+                                              "tool_timeout_sec": 600}
