@@ -23,7 +23,8 @@ INSTALL_HINT = "install it: pip install 'hills[mcp]'"
 
 @click.command("mcp", context_settings=CONTEXT)
 @click.option("--hill", "hill_names", multiple=True, required=True, metavar="NAME",
-              help="Serve the registered hill NAME (repeatable); the tools take no other hill, and no path.")
+              help="Serve the hill NAME, or the hill in folder NAME (repeatable); the tools take it by its name, "
+                   "and no other hill.")
 @click.option("--root", "roots", multiple=True, metavar="DIR",
               help="A folder submissions and report files must lie under (repeatable; default: the folder "
                    "the server starts in).")
