@@ -47,6 +47,7 @@ SUMMARIES = {
     "journal": "Write a hill's climb as one HTML page: plots, attempts, reasons, the best.",
     "setup": "Set up what hills needs once per machine or project.",
     "serve": "Run the evaluation service in the foreground, as the service user.",
+    "mcp": "Serve hills to an agent CLI as MCP tools, over stdin and stdout.",
     "warm": "Show or stop the warm eval servers that run for this user.",
     "help": "Show the manual of a command, or of hills itself.",
 }
