@@ -23,3 +23,5 @@ from .setup_skill import command as skill_command  # noqa: E402  (after the grou
 command.add_command(skill_command)
 from .setup_service import command as service_command  # noqa: E402
 command.add_command(service_command)
+from .setup_loop import command as loop_command  # noqa: E402
+command.add_command(loop_command)
