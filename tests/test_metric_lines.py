@@ -8,8 +8,6 @@ warm server and the service's request records."""
 from __future__ import annotations
 
 import json
-import math
-import re
 import shlex
 from pathlib import Path
 
@@ -17,57 +15,7 @@ import pytest
 
 from hills.cli import metric_lines
 from testing.eval_fixtures import hills, make_hill, on_machine, real, submission
-
-HILL = "lines"
-
-# Scores loss.txt: `val loss` (min) passes below 1, and `acc` beside it. The
-# reason of a failing loss is reason.txt when the submission has one; a file
-# `crash` makes the evaluator raise; with say.txt the evaluator prints it (an
-# evaluator that echoes what it read, as many do).
-EVALUATOR = """\
-    from pathlib import Path
-
-    def eval(submission, *, final=False, **params):
-        folder = Path(submission)
-        if (folder / "say.txt").exists():
-            print((folder / "say.txt").read_text())
-        if (folder / "crash").exists():
-            raise RuntimeError("the evaluator broke")
-        loss = float((folder / "loss.txt").read_text())
-        reason = (folder / "reason.txt").read_text() if (folder / "reason.txt").exists() else "loss too high"
-        return {
-            "passed": loss < 1,
-            "metrics": [{"name": "val loss", "value": loss, "direction": "min"},
-                        {"name": "acc", "value": 1 - loss / 10, "direction": "max"}],
-            "config": [{"name": "mode", "value": "holdout" if final else "validation", "primary": True}],
-            "details": {} if loss < 1 else {"reason": reason},
-        }
-    """
-METRICS = """\
-    metrics:
-      - name: val loss
-        direction: min
-        floor: 0
-      - name: acc
-        direction: max
-    """
-
-# pi-autoresearch's parseMetricLines (extensions/pi-autoresearch): the line
-# regex (JavaScript's \w is ASCII), a value kept only when Number() of it is
-# finite, the last line of a name winning.
-PI_METRIC = re.compile(r"^METRIC\s+([\w.µ]+)=(\S+)\s*$", re.MULTILINE | re.ASCII)
-
-
-def pi_parse(output: str) -> dict[str, float]:
-    found: dict[str, float] = {}
-    for name, text in PI_METRIC.findall(output):
-        try:
-            value = float(text)
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            found[name] = value
-    return found
+from testing.loop_fixtures import EVALUATOR, HILL, METRICS, PI_METRIC, pi_parse
 
 
 @pytest.fixture(scope="module")
