@@ -16,6 +16,9 @@ import pytest
 from hills.cli import metric_lines
 from testing.eval_fixtures import hills, make_hill, on_machine, real, submission
 from testing.loop_fixtures import EVALUATOR, HILL, METRICS, PI_METRIC, pi_parse
+from testing.service_fixtures import make_hill as service_hill
+from testing.service_fixtures import needs_root, running_service
+from testing.service_fixtures import submission as service_submission
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +163,22 @@ def test_the_service_client_sends_the_flags_and_the_service_passes_them_on(lines
     unknown["fields"] = {**unknown["fields"], "metric-lines-please": True}
     with pytest.raises(Exception, match="'--metric-lines-please' is not taken through the hills service"):
         requests.check(unknown, "climber", "someone")
+
+
+@pytest.mark.slow
+@needs_root
+def test_through_a_real_service_the_lines_come_back_and_a_buggy_eval_prints_none():
+    with running_service("hills-lines-") as svc:
+        assert service_hill(svc, svc.admin, "served").code == 0
+        good = svc.hills(svc.climber, "eval", service_submission(svc, svc.climber, "good", answer="7"),
+                         "-H", "served", "--metric-lines")
+        assert good.code == 0, good.err
+        assert good.out.splitlines() == ["METRIC value=7.0", "METRIC hills.passed=1", "METRIC hills.official=1"]
+        assert good.err == ""
+        bad = svc.hills(svc.climber, "eval", service_submission(svc, svc.climber, "bad", answer="x"),
+                        "-H", "served", "--colon-lines")
+        assert bad.code == 1, bad.err
+        assert bad.out == "" and bad.err.startswith("hills eval: buggy: "), bad.err
 
 
 # ------------------------------------------------------------ the pure core
