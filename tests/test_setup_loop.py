@@ -172,3 +172,37 @@ def test_help_names_the_loops():
     assert result.code == 0, result.output
     assert "pi-autoresearch" in result.out and "--submission" in result.out and "--force" in result.out
     assert Path(setup_loop.__file__).parent.joinpath("loops").is_dir()
+
+
+# The example of the README's "autoresearch and pi-autoresearch" block, as
+# it stands there: commands, each followed by the lines it prints ("# ...").
+README_EXAMPLE = """\
+cp -r .hills/circle-packing/examples/grid packing      # the folder the loop edits
+hills setup loop pi-autoresearch circle-packing --submission packing   # writes .auto/measure.sh
+./.auto/measure.sh
+# METRIC sum_radii=2.5414213562363095
+# METRIC hills.passed=1
+# METRIC hills.official=1
+hills setup loop autoresearch circle-packing --submission packing      # writes program.md
+hills eval packing -H circle-packing --colon-lines > run.log 2>&1      # what program.md runs
+grep "^sum_radii:\\|^hills.passed:" run.log                             # and greps
+# sum_radii: 2.5414213562363095
+# hills.passed: 1
+"""
+
+
+def test_the_readme_example_runs_as_shown(committed_hill):
+    assert committed_hill.name == "circle-packing"
+    steps: list[tuple[str, list[str]]] = []
+    for line in README_EXAMPLE.splitlines():
+        if line.startswith("# "):
+            steps[-1][1].append(line[2:])
+        else:
+            steps.append((line, []))
+    assert len(steps) == 6
+    for command, shown in steps:
+        ran = real("bash", "-c", command)
+        assert ran.code == 0, (command, ran.output)
+        if shown:
+            assert ran.out.splitlines() == shown, command
+    assert Path(".auto/measure.sh").is_file() and Path("program.md").is_file()
