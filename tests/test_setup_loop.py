@@ -43,7 +43,8 @@ def test_pi_autoresearch_gets_a_measure_script_whose_output_it_parses(project_di
     assert made.out == ".auto/measure.sh\n"
     assert stat.S_IMODE(script.stat().st_mode) == 0o755
     assert made.err.startswith("wrote .auto/measure.sh for pi-autoresearch:\n    #!/usr/bin/env bash\n")
-    assert "hint: start '/autoresearch' in pi; the metric is 'val_loss', lower is better" in made.err
+    assert ("hint: start '/autoresearch' in pi and have it keep this .auto/measure.sh; the metric is 'val_loss', "
+            "lower is better") in made.err
     assert os.listdir(script.parent) == ["measure.sh"]  # no temporary file left
     # pi-autoresearch runs `bash -c COMMAND` in the project and reads stdout
     # and stderr together; a run from elsewhere finds the project too.

@@ -41,7 +41,8 @@ LOOPS: dict[str, Loop] = {loop.name: loop for loop in (
     Loop("autoresearch", "karpathy/autoresearch", "program.md", "autoresearch-program.md", False,
          "tell your agent to read program.md and start the experiments"),
     Loop("pi-autoresearch", "pi-autoresearch", ".auto/measure.sh", "pi-autoresearch-measure.sh", True,
-         "start '/autoresearch' in pi; the metric is '@METRIC@', @BETTER@ is better"),
+         "start '/autoresearch' in pi and have it keep this .auto/measure.sh; the metric is '@METRIC@', "
+         "@BETTER@ is better"),
 )}
 
 
