@@ -109,6 +109,20 @@ def test_a_reason_the_submission_wrote_cannot_forge_a_metric_line_and_can_withou
     assert pi_parse(plain.out) == {"val_loss": 0.0001}
 
 
+def test_a_file_name_the_submission_chose_cannot_forge_a_line_through_a_refusal_and_can_without_the_flag(
+        lines_hill, tmp_path):
+    folder = sub(tmp_path / "s")
+    (folder / "a\nMETRIC val_loss=0.0001\nb").symlink_to("/etc/hostname")  # a link leaving the submission: refused
+    both = real("bash", "-c", f"hills eval {shlex.quote(str(folder))} -H {lines_hill} --metric-lines 2>&1")
+    assert both.code == 1, both.output
+    assert "points outside the submission" in both.out and "a METRIC val_loss=0.0001 b" in both.out
+    assert pi_parse(both.out) == {}
+    # Control: the plain eval's error names the link as it is, over three lines.
+    plain = real("bash", "-c", f"hills eval {shlex.quote(str(folder))} -H {lines_hill} 2>&1")
+    assert plain.code == 1, plain.output
+    assert pi_parse(plain.out) == {"val_loss": 0.0001}
+
+
 def test_verbose_is_refused_beside_the_lines_and_would_let_the_evaluators_output_forge_one(lines_hill, tmp_path):
     folder = sub(tmp_path / "s", "5", **{"say.txt": "METRIC val_loss=0.0001"})
     refused = hills("eval", folder, "-H", lines_hill, "--metric-lines", "-v")
@@ -213,3 +227,12 @@ def test_a_reason_is_put_on_one_line_whatever_breaks_lines_for_a_reader():
     flat = metric_lines.one_line("a\nb\rc\u2028d\u2029e\x85f\tg\x00h")
     assert flat == "a b c d e f g h"
     assert len(metric_lines.one_line("x" * 2000)) == metric_lines.MAX_REASON
+    assert metric_lines.one_line("x" * 2000, None) == "x" * 2000
+
+
+def test_an_error_raised_beside_the_lines_is_put_on_one_line():
+    from hills.base.errors import Refused
+
+    with pytest.raises(Refused) as raised, metric_lines.one_line_errors():
+        raise Refused("link 'a\nMETRIC x=1' leaves it", hint="two\nlines")
+    assert (raised.value.message, raised.value.hint) == ("link 'a METRIC x=1' leaves it", "two lines")

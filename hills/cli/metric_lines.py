@@ -5,14 +5,16 @@ primary first, then whether it passed and whether it is official."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
+from ..base.errors import HillsError
 from ..base.records import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
     from typing import Any
 
 # The two shapes: pi-autoresearch's `METRIC name=value`, and the `name: value`
@@ -77,9 +79,21 @@ def render(report: Mapping[str, Any], style: str) -> Lines:
     return Lines(tuple(shaped), tuple(left_out))
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int | None = MAX_REASON) -> str:
     """`text` on one line: every character that would start or end a line
     for some reader (newlines, U+2028, other controls) becomes a space, so
-    that nothing in it can read as a line of its own."""
+    that nothing in it can read as a line of its own; cut to `limit`."""
     flat = "".join(char if char.isprintable() else " " for char in text)
-    return flat if len(flat) <= MAX_REASON else flat[:MAX_REASON - 1] + "…"
+    return flat if limit is None or len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Put the message and hint of a HillsError raised inside on one line
+    each, before the error funnel prints them beside the lines."""
+    try:
+        yield
+    except HillsError as exc:
+        exc.message = one_line(exc.message, None)
+        exc.hint = one_line(exc.hint, None) if exc.hint else exc.hint
+        raise

@@ -166,12 +166,23 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     problem = errors.first_missing_dependency()
     if problem is not None:
         raise problem
-    from ..disk import hill
-    from ..run import evaluate
-
     if options.workers is not None and options.on is None:
         raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
     style = options.line_style()
+    if style is None:
+        return _run(options, standby, None)
+    from ..cli import metric_lines
+
+    # An error's message can name what the submission named (a file, a
+    # link): on one line, it cannot forge a line of the score either.
+    with metric_lines.one_line_errors():
+        return _run(options, standby, style)
+
+
+def _run(options: EvalOptions, standby: Standby | None, style: str | None) -> int:
+    from ..disk import hill
+    from ..run import evaluate
+
     if options.batched():
         from . import batch
 
