@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-    from ..run.records import EvalRequest
+    from ..run.records import EvalRequest, Outcome
     from ..disk.hill import Hill
     from ..evidence.report_types import Report
     from ..run.standby import Standby
@@ -63,6 +63,12 @@ DECLARED = fast.Declared("eval", HELP, [
     fast.Option("knobs", "-k", "--knob", metavar="NAME=VALUE", multiple=True,
                 help="Set a knob the submission declares in params.json (repeatable); refused outside its range."),
     fast.Option("as_json", "--json", flag=True, help="Print the report as one line of JSON and no summary."),
+    fast.Option("metric_lines", "--metric-lines", flag=True,
+                help="For text loops: print 'METRIC name=value' lines (the metrics, primary first, then "
+                     "hills.passed and hills.official as 1 or 0) instead of the report, and no summary; "
+                     "none when the eval gives no score."),
+    fast.Option("colon_lines", "--colon-lines", flag=True,
+                help="As --metric-lines, with each line 'name: value', for loops that grep '^name:'."),
     fast.Option("on", "--on", metavar="ray[://ADDRESS]",
                 help="Run each eval on a Ray cluster, in a worker on one of its nodes (the hills[ray] extra); "
                           "see docs/cluster.md."),
@@ -100,6 +106,8 @@ class EvalOptions:
     against: str | None = None
     knobs: tuple[str, ...] = ()
     as_json: bool = False
+    metric_lines: bool = False
+    colon_lines: bool = False
     on: str | None = None
     workers: int | None = None
     summary_only: bool = False
@@ -119,6 +127,30 @@ class EvalOptions:
         """Whether the evals go to the batch path: several DIRs, or --on."""
         return self.on is not None or len(self.submissions) > 1
 
+    def line_style(self) -> str | None:
+        """The shape of the text lines asked for instead of the report
+        (hills.cli.metric_lines), or None for the report; a combination
+        that would mix them with other output is a usage error."""
+        if not (self.metric_lines or self.colon_lines):
+            return None
+        asked = "--metric-lines" if self.metric_lines else "--colon-lines"
+        if self.metric_lines and self.colon_lines:
+            raise errors.UsageError("--metric-lines and --colon-lines are exclusive",
+                                    hint="--metric-lines for 'METRIC name=value', --colon-lines for 'name: value'")
+        clash = next((name for name, given in (("--json", self.as_json), ("--summary-only", self.summary_only),
+                                               ("--verbose", self.verbose)) if given), None)
+        if clash is not None:
+            # -v streams the evaluator's output, which submitted code can
+            # write into, beside lines a loop reads as the score.
+            raise errors.UsageError(f"{asked} and {clash} are exclusive: the lines are the only output on stdout "
+                                    "and the only lines a loop reads as a score",
+                                    hint="write the report with -o FILE beside the lines; the run folder keeps "
+                                         "the evaluator's output")
+        if self.batched() or self.against is not None:
+            raise errors.UsageError(f"{asked} prints the score of one submission: it takes one DIR, without --on "
+                                    "or --against", hint="run one eval per submission")
+        return "metric" if self.metric_lines else "colon"
+
 
 def run(standby: Standby | None = None, **given: Any) -> int:
     """The command as click and the fast parse call it, the options by their
@@ -134,11 +166,23 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
     problem = errors.first_missing_dependency()
     if problem is not None:
         raise problem
+    if options.workers is not None and options.on is None:
+        raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
+    style = options.line_style()
+    if style is None:
+        return _run(options, standby, None)
+    from ..cli import metric_lines
+
+    # An error's message can name what the submission named (a file, a
+    # link): on one line, it cannot forge a line of the score either.
+    with metric_lines.one_line_errors():
+        return _run(options, standby, style)
+
+
+def _run(options: EvalOptions, standby: Standby | None, style: str | None) -> int:
     from ..disk import hill
     from ..run import evaluate
 
-    if options.workers is not None and options.on is None:
-        raise errors.UsageError("--workers needs --on", hint="for example --on ray --workers 4")
     if options.batched():
         from . import batch
 
@@ -159,9 +203,11 @@ def run_options(options: EvalOptions, standby: Standby | None = None) -> int:
 
     # On a terminal the header comes first and a live line runs below it;
     # elsewhere, a plain line per phase (hills-eval(1), PROGRESS).
-    with Progress(mode_for(quiet or as_json, options.progress, options.verbose, elsewhere=LINES),
-                  quiet_messages=quiet, at_once=options.verbose) as shown:
+    with Progress(mode_for(quiet or as_json or style is not None, options.progress, options.verbose,
+                           elsewhere=LINES), quiet_messages=quiet, at_once=options.verbose) as shown:
         outcome = evaluate.evaluate(request, say=shown, standby=standby)
+    if style is not None:
+        return _emit_lines(outcome, style, output, quiet)
     if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
         _emit_report(outcome.report, output, as_json, options.summary_only)
     if outcome.error is not None:
@@ -203,6 +249,35 @@ def _emit_report(report: Report, output: str | None, as_json: bool, summary_only
         state.atomic_write(output, text + "\n")
     if not summary_only and not (output and not as_json and _on_terminal()):
         emit(text)
+
+
+def _emit_lines(outcome: Outcome, style: str, output: str | None, quiet: bool) -> int:
+    """--metric-lines and --colon-lines: the report in FILE only, the lines
+    on stdout, and on stderr only a line saying why an eval that ended
+    did not pass, its reason on one line, so that no text the submission
+    put in it reads as a line of the score. A refusal, an interrupt or a
+    bug in hills prints no line and goes to the funnel, as ever."""
+    from ..cli import metric_lines
+    from ..cli.output import say
+
+    if not outcome.crashed:  # a bug in hills prints no report; the funnel says where its traceback is
+        report = outcome.report
+        if output:
+            from ..base import state
+
+            state.atomic_write(output, compact_json(report) + "\n")
+        shaped = metric_lines.render(report, style)
+        for line in shaped.lines:
+            emit(line)
+        for name in shaped.left_out if not quiet else ():
+            say(f"warning: metric '{metric_lines.one_line(name)}' has no line: its value is not a finite number, "
+                "or its name reads as an earlier line's")
+        if outcome.error is None and report.get("status") != "passing" and not quiet:
+            reason = metric_lines.one_line(str(report.get("reason") or "no reason given"))
+            say(f"hills eval: {report.get('status')}: {reason}")
+    if outcome.error is not None:
+        raise outcome.error  # the refusal, interrupt or bug: said by the funnel like any other
+    return outcome.exit_code
 
 
 def _on_terminal() -> bool:

@@ -25,3 +25,5 @@ from .setup_service import command as service_command  # noqa: E402
 command.add_command(service_command)
 from .setup_mcp import command as mcp_command  # noqa: E402
 command.add_command(mcp_command)
+from .setup_loop import command as loop_command  # noqa: E402
+command.add_command(loop_command)

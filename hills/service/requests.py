@@ -94,6 +94,8 @@ VERBS: dict[str, Verb] = {verb.name: verb for verb in (
         _field("against", "folder"),
         _field("knob", "pair", dest="knobs", many=True),
         _JSON,
+        _field("metric-lines", "flag"),  # formatting only: the report is made and signed as ever
+        _field("colon-lines", "flag"),
         _field("on", "ray"),
         _field("workers", "count"),
         _field("summary-only", "flag"),
