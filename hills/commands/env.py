@@ -17,7 +17,8 @@ from ..cli.output import emit, emit_json, say
 @hill_argument
 @click.option("--shell", "start_shell", is_flag=True,
               help="Start $SHELL (else /bin/sh) with the environment first on PATH; exit it to leave.")
-@click.option("--activate", is_flag=True, help="Print export lines for a POSIX shell: eval \"$(hills env NAME --activate)\".")
+@click.option("--activate", is_flag=True,
+              help="Print export lines for a POSIX shell: eval \"$(hills env NAME --activate)\".")
 @json_option
 def command(name: str, start_shell: bool, activate: bool, as_json: bool) -> int:
     """Print the interpreter of the hill's locked environment.

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..disk.hill import Hill
+    from ..disk.manifest_types import Manifest
 
 NOTES_REF = "refs/notes/hills/reports"
 
@@ -162,7 +163,7 @@ def describe(hill: Hill) -> dict[str, Any]:
     return described
 
 
-def dev_run_entry(spec: dict[str, Any]) -> dict[str, Any]:
+def dev_run_entry(spec: Manifest) -> dict[str, Any]:
     """How the climber dev-runs a submission (`hills run`), or why it cannot."""
     name = spec["name"]
     if not spec["solution"]:
