@@ -8,6 +8,7 @@ for the generator, which may read private/ by design)."""
 
 import json
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -180,6 +181,21 @@ def test_a_failing_solution_or_a_missing_output_exits_1_with_the_reason(tmp_path
     result = hills("run", silent, "-H", "devbad")
     assert result.code == 1
     assert "reason: the solution phase wrote no 'out.txt' (hill.yaml solution.outputs)" in result.out
+
+
+def test_the_caps_and_the_time_limit_are_the_evals(tmp_path):
+    dev_hill("devcap", sandbox="none", extra="limits:\n  time: 1\n")
+    sleeper = submission(tmp_path / "s", {"solution.py": "import time\ntime.sleep(20)\n"})
+    scored = hills("eval", sleeper, "-H", "devcap")
+    assert scored.code == 1 and scored.report["status"] == "buggy"
+    assert [hit["cap"] for hit in scored.report["isolation"]["caps_hit"]] == ["time"]
+    result, ran = dev_run(sleeper, "-H", "devcap", "--json")
+    assert result.code == 1, result.output
+    assert ran["status"] == "buggy" and ran["duration_s"] < 10
+    assert [hit["cap"] for hit in ran["caps_hit"]] == ["time"]
+    # The eval's own reason, less the pointer into its run folder and the time it measured.
+    said = [re.sub(r"[0-9.]+s limit", "Ns limit", text) for text in (ran["reason"], scored.report["reason"])]
+    assert said[0] == said[1].split("; see ")[0] and "limit" in said[0], said
 
 
 def test_bad_input_is_named(tmp_path):

@@ -53,6 +53,9 @@ def command(submission: str, hill_name: str, params: tuple[str, ...], knobs: tup
         shown(f"hills: dev run of '{submission}' on hill '{target.name}': its solution phase, as an eval runs it, "
               "on the public inputs; nothing is logged or signed")
         ran = devrun.dev_run(request, say=shown)
+        if ran.isolation == "none":
+            shown(f"hills: hill '{target.name}' declares 'sandbox: none': the solution ran unconfined, as it does "
+                  "in every eval of this hill")
     if ran.status == "interrupted":
         raise KeyboardInterrupt(ran.reason or "interrupted")
     if as_json:
@@ -74,6 +77,8 @@ def render(ran: DevRun) -> None:
         emit(f"solution phase: {ran.status} ({where}; {took}; isolation {ran.isolation})")
     if ran.reason:
         emit(f"reason: {ran.reason}")
+    for hit in ran.caps_hit:
+        emit(f"stopped at its cap: {hit['cap']} (limit {hit['limit']}, seen {hit.get('seen')})")
     _files("outputs (what the scorer would get)", ran.outputs)
     if ran.ran:
         _files("written (new or changed in the submission's folder)", ran.written)

@@ -76,6 +76,7 @@ class DevRun:
     written: tuple[Written, ...]  # what the run added to or changed in the snapshot
     copied_to: str | None
     dirty: bool  # the hill has uncommitted changes; its last commit ran
+    caps_hit: tuple[dict[str, Any], ...] = ()  # as the report's isolation.caps_hit
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON of `hills run --json` (hills-run(1), OUTPUT)."""
@@ -84,7 +85,7 @@ class DevRun:
                 "isolation": self.isolation, "logged": False, "signed": False,
                 "outputs": [{"path": item.path, "bytes": item.size} for item in self.outputs],
                 "written": [{"path": item.path, "bytes": item.size, "kind": item.kind} for item in self.written],
-                "copied_to": self.copied_to, "dirty": self.dirty}
+                "copied_to": self.copied_to, "dirty": self.dirty, "caps_hit": [dict(hit) for hit in self.caps_hit]}
 
 
 def no_solution_phase(name: str) -> UsageError:
@@ -170,6 +171,7 @@ def dev_run(req: DevRunRequest, say: Say = quiet) -> DevRun:
                 phase, failed = run_solution(ctx, rep)
         finally:
             ctx.confinement.close()
+        caps_hit = tuple(ctx.confinement.record()["caps_hit"])
         outputs = _listing(phase.outputs_dir) if phase.outputs_dir is not None else ()
         written = _written(source_dir, rep.submission_dir)
         copied = None
@@ -184,7 +186,7 @@ def dev_run(req: DevRunRequest, say: Say = quiet) -> DevRun:
                   exit_code=process.exit_code if process is not None else None,
                   duration_s=process.duration_s if process is not None else 0.0,
                   isolation=ctx.confinement.level, outputs=outputs, written=written, copied_to=copied,
-                  dirty=plan.forced)
+                  dirty=plan.forced, caps_hit=caps_hit)
 
 
 def _reason(reason: str | None, run_dir: str) -> str | None:
