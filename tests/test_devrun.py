@@ -280,11 +280,14 @@ def test_env_prints_an_interpreter_that_imports_the_hills_packages(hill_with_a_p
     prefix, module = done.stdout.split()
     assert os.path.realpath(prefix) == os.path.realpath(found["env_dir"])
     assert os.path.realpath(module).startswith(os.path.realpath(found["env_dir"]) + os.sep)
-    # The activation lines, in a real shell: the same interpreter, and hills.spaces importable.
+    # The activation lines, in a real shell: the same interpreter, and
+    # hills.spaces importable with the sdk folder on PYTHONPATH.
     shown = run_bin("sh", "-c", 'eval "$(hills env withpkg --activate)" && python -c '
-                    '"import sys, tomli_w; from hills import spaces; print(sys.executable)"')
+                    '"import sys, tomli_w; print(sys.executable)" && PYTHONPATH="$SDK" python -c '
+                    '"from hills import spaces; print(spaces.__name__)"', env=dict(os.environ, SDK=found["sdk_dir"]))
     assert shown.code == 0, shown.output
-    assert os.path.realpath(shown.out.strip()) == os.path.realpath(python)
+    printed, spaces = shown.out.split()
+    assert os.path.realpath(printed) == os.path.realpath(python) and spaces == "hills.spaces"
     again = json.loads(hills("env", "withpkg", "--json").out)
     assert again["built"] is False and again["python"] == python
 
@@ -307,3 +310,33 @@ def test_env_of_a_hill_never_committed_is_refused():
     assert "hills commit fresh" in result.err
     unknown = hills("env", "no-such-hill")
     assert unknown.code == 2 and unknown.error_lines == ["error: no hill named 'no-such-hill'"]
+
+
+# The lines of the README's dev-run block (the "Use hills from your loop"
+# section), run as a person types them, through the real executables.
+README_LINES = """\
+hills run ./mine -H circle-packing -o ./out
+cat ./out/circles.json
+"$(hills env circle-packing)" check_mine.py
+hills run ./mine -H circle-packing -q --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["status"])'
+eval "$(hills env circle-packing --activate)"
+"""
+
+
+@needs_bwrap
+def test_the_readme_lines_run(tmp_path):
+    hill = hills("new", "circle-packing", "-t", "circle-packing")
+    assert hill.code == 0, hill.output
+    assert hills("commit", "circle-packing", "-m", "initial").code == 0
+    submission(Path("mine"), {"solution.py": "import json\nprint('packing')\n"
+                                             "json.dump([[0.5, 0.5, 0.5]], open('circles.json', 'w'))\n"})
+    Path("check_mine.py").write_text("import sys\nprint('checked with', sys.prefix)\n")
+    # jq where the README has it is not on every machine: the same filter in Python.
+    done = run_bin("sh", "-e", "-c", README_LINES + 'python -c "import sys; print(sys.prefix)"\n', cwd=Path.cwd())
+    assert done.code == 0, done.output
+    lines = done.out.splitlines()
+    assert lines[0].startswith("solution phase: ok") and "copied to: " + str(Path.cwd() / "out") in done.out
+    assert "[[0.5, 0.5, 0.5]]" in done.out and "packing" in done.err
+    env_dir = json.loads(hills("env", "circle-packing", "--json").out)["env_dir"]
+    assert f"checked with {env_dir}" in done.out
+    assert lines[-2:] == ["ok", env_dir]

@@ -26,8 +26,7 @@ def command(name: str, start_shell: bool, activate: bool, as_json: bool) -> int:
     The environment is the one evals of the hill's committed version run
     in, built by uv from its pyproject.toml and uv.lock; where it is not
     built yet (or changed since it was built), it is built as the next
-    eval would build it. The sdk folder (hills.sdk, hills.spaces) comes on
-    PYTHONPATH with --shell and --activate. The environment is sealed:
+    eval would build it. The environment is sealed:
     nothing here writes into it, and a file added to it or changed breaks
     its seal, so that the next eval builds it again before it scores.
     """

@@ -265,9 +265,11 @@ class LockedEnv:
     def variables(self, path: str) -> dict[str, str]:
         """The variables that make a shell use it, `path` the PATH they extend.
         No bytecode is written: a file added to the environment breaks its
-        seal, and the next eval builds it again."""
+        seal, and the next eval builds it again. Not PYTHONPATH: the sdk
+        folder's small `hills` package would hide hills' own from every
+        `hills` command started in that shell."""
         return {"VIRTUAL_ENV": self.env_dir, "PATH": os.pathsep.join([os.path.join(self.env_dir, "bin"), path]),
-                "PYTHONPATH": self.sdk_dir, "PYTHONDONTWRITEBYTECODE": "1"}
+                "PYTHONDONTWRITEBYTECODE": "1"}
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON of `hills env --json` (hills-env(1), OUTPUT)."""
