@@ -26,7 +26,7 @@ LAYERS = ("base", "inside", "evidence", "disk", "run", "checks", "freeze", "view
 INSIDE = {"hills.sdk", "hills.spaces", "hills.shim", "hills.audithook", "hills.scoringhook", "hills.testrunner"}
 # The front ends: the console entry, the build tool of the man pages, and
 # the folders cli/, commands/, warm/ (or warm.py) and service/.
-FRONT_TOP = {"hills.__main__", "hills.entry", "hills.manpages", "hills.warm"}
+FRONT_TOP = {"hills.__main__", "hills.entry", "hills.manpages", "hills.warm", "hills.api"}
 FRONT_PACKAGES = ("hills.cli", "hills.commands", "hills.warm", "hills.service")
 
 # Imports that point up a layer, as "importer -> imported".

@@ -606,3 +606,44 @@ def test_setup_run_again_changes_the_roles_of_the_running_service(service):
     assert again.returncode == 0, again.stderr
     assert "(existing)" in again.stderr
     assert service.hills(service.outsider, "list").code == 0
+
+
+API_CLIMBER = '''\
+import json, sys
+from hills import api
+folder, hill, probe = sys.argv[1:4]
+report = api.evaluate(folder, hill, note="through the api")
+found = api.verify(report)
+seen = {"trust": report.trust, "user": report.data["user"], "score": report.score, "valid": found.valid,
+        "signer_trust": found.trust, "described": api.describe(hill)["hill"],
+        "attempts": len(api.attempts(hill)), "probe": api.evaluate(probe, hill).score}
+try:
+    api.evaluate(folder, hill, force=True)
+except api.HillsError as exc:
+    seen["force"] = [exc.exit_code, exc.message, type(exc).__name__]
+print(json.dumps(seen))
+'''
+
+
+@pytest.mark.slow
+def test_the_api_evaluates_through_the_service_as_the_cli_does(service):
+    folder = submission(service, service.climber, "sub-api", answer="9")
+    probe = Path(submission(service, service.climber, "sub-api-probe"))
+    targets = [str(service.state / "home" / "key"), str(service.state / "project" / ".hills" / DEMO / "private")]
+    (probe / "solution.py").write_text(
+        "import os\n"
+        f"reached = [path for path in {targets!r} if os.path.exists(path)]\n"
+        "open('answer.txt', 'w').write(str(len(reached)))\n")
+    subprocess.run(["chown", "-R", service.climber, str(probe)], check=True)
+    done = subprocess.run(service.argv(service.climber, [*service.python, "-c", API_CLIMBER, folder, DEMO,
+                                                         str(probe)]),
+                          cwd=home_of(service.climber), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["trust"] == "service" and seen["user"] == service.climber and seen["score"] == 9
+    assert seen["valid"] and seen["signer_trust"] == "service"
+    assert seen["described"] == DEMO and seen["attempts"] >= 1
+    # Submitted code started through the API reaches neither the key nor the private data.
+    assert seen["probe"] == 0
+    # An option a climber may not use through the service is refused by the service's own rule.
+    assert seen["force"][0] == 1 and seen["force"][2] == "Refused" and "--force" in seen["force"][1], seen["force"]
