@@ -198,6 +198,15 @@ def test_the_caps_and_the_time_limit_are_the_evals(tmp_path):
     assert said[0] == said[1].split("; see ")[0] and "limit" in said[0], said
 
 
+def test_a_submission_without_the_when_file_is_taken_as_it_is(tmp_path):
+    dev_hill("devwhen", sandbox="none")
+    result, ran = dev_run(submission(tmp_path / "s", {"out.txt": "mine"}), "-H", "devwhen", "--json")
+    assert result.code == 0, result.output
+    assert ran["ran"] is False and ran["outputs"] == [{"path": "out.txt", "bytes": 4}]
+    shown = hills("run", tmp_path / "s", "-H", "devwhen")
+    assert "solution phase: skipped" in shown.out and "holds no 'solution.py' (hill.yaml solution.when)" in shown.out
+
+
 def test_bad_input_is_named(tmp_path):
     dev_hill("devargs", sandbox="none")
     ok = submission(tmp_path / "ok", {"solution.py": "open('out.txt', 'w').write('hi')\n"})

@@ -69,8 +69,8 @@ def render(ran: DevRun) -> None:
     """The dev run for a person: the verdict, then the outputs and the files written."""
     where = f"tree {ran.tree_hash[:12]}" + (", the last commit: the hill has uncommitted changes" if ran.dirty else "")
     if not ran.ran:
-        emit(f"solution phase: skipped ({where}): the submission lacks the file hill.yaml's solution.when "
-             "names, so an eval scores its declared outputs as they are")
+        emit(f"solution phase: skipped ({where}): the submission holds no '{ran.when}' (hill.yaml "
+             "solution.when), so an eval scores its declared outputs as they are")
     else:
         took = f"{ran.duration_s:.2f}s, exit code {ran.exit_code}" if ran.exit_code is not None else \
             f"{ran.duration_s:.2f}s"

@@ -77,6 +77,7 @@ class DevRun:
     copied_to: str | None
     dirty: bool  # the hill has uncommitted changes; its last commit ran
     caps_hit: tuple[dict[str, Any], ...] = ()  # as the report's isolation.caps_hit
+    when: str | None = None  # hill.yaml solution.when: the file that makes the phase run
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON of `hills run --json` (hills-run(1), OUTPUT)."""
@@ -186,7 +187,7 @@ def dev_run(req: DevRunRequest, say: Say = quiet) -> DevRun:
                   exit_code=process.exit_code if process is not None else None,
                   duration_s=process.duration_s if process is not None else 0.0,
                   isolation=ctx.confinement.level, outputs=outputs, written=written, copied_to=copied,
-                  dirty=plan.forced, caps_hit=caps_hit)
+                  dirty=plan.forced, caps_hit=caps_hit, when=solution["when"])
 
 
 def _reason(reason: str | None, run_dir: str) -> str | None:
