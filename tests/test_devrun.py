@@ -9,6 +9,7 @@ for the generator, which may read private/ by design)."""
 import json
 import os
 import re
+import signal
 import subprocess
 import textwrap
 from pathlib import Path
@@ -349,3 +350,23 @@ def test_the_readme_lines_run(tmp_path):
     env_dir = json.loads(hills("env", "circle-packing", "--json").out)["env_dir"]
     assert f"checked with {env_dir}" in done.out
     assert lines[-2:] == ["ok", env_dir]
+
+
+def test_an_interrupted_dev_run_exits_130_and_leaves_nothing(tmp_path):
+    from testing.util import default_signals
+
+    dev_hill("devint", sandbox="none")
+    runs = Path(state.runs_dir("devint"))
+    assert not runs.exists()  # no eval yet: the dev run makes the runs folder, and must remove it
+    sleeper = submission(tmp_path / "s", {"solution.py": "import time\nprint('begun', flush=True)\ntime.sleep(60)\n"})
+    process = subprocess.Popen(["hills", "run", str(sleeper), "-H", "devint"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+    seen = ""
+    while "begun" not in seen:
+        line = process.stderr.readline()
+        assert line or process.poll() is None, seen
+        seen += line
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, seen + out + err
+    assert not runs.exists() and not attempts_log("devint", tree_of(Path(".hills/devint"))).exists()
