@@ -25,9 +25,9 @@ LAYERS = ("base", "inside", "evidence", "disk", "run", "checks", "freeze", "view
 # there, and testrunner runs by path.
 INSIDE = {"hills.sdk", "hills.spaces", "hills.shim", "hills.audithook", "hills.scoringhook", "hills.testrunner"}
 # The front ends: the console entry, the build tool of the man pages, and
-# the folders cli/, commands/, warm/ (or warm.py) and service/.
+# the folders cli/, commands/, warm/ (or warm.py), service/ and adapters/.
 FRONT_TOP = {"hills.__main__", "hills.entry", "hills.manpages", "hills.warm", "hills.api"}
-FRONT_PACKAGES = ("hills.cli", "hills.commands", "hills.warm", "hills.service")
+FRONT_PACKAGES = ("hills.cli", "hills.commands", "hills.warm", "hills.service", "hills.adapters")
 
 # Imports that point up a layer, as "importer -> imported".
 EXPECTED_UPWARD: set[str] = set()

@@ -1,0 +1,1 @@
+"""Adapters: hills as the evaluator of other optimisation loops (docs/adapters.md)."""
