@@ -27,6 +27,8 @@ SUMMARIES = {
     "restore": "Put a hill's files back as its last commit holds them, discarding edits.",
     "log": "List a hill's versions: tree hash, commit, date, message, evals.",
     "describe": "Print what a climber needs: the task, params, contract and metrics.",
+    "run": "Run a submission through the hill's solution phase, unlogged.",
+    "env": "Print the interpreter of the hill's locked environment.",
     "pin": "Approve one version of a hill; evals of any other are unofficial.",
     "bundle": "Write the committed version of a hill as one file, for another machine.",
     "unbundle": "Rebuild the hill a bundle holds under .hills/ and register it.",
@@ -55,9 +57,14 @@ SUMMARIES = {
 STANDALONE = {"hills-commit": "commit", "hills-eval": "eval", "hills-sign": "sign", "hills-chain": "chain"}
 
 
+# A verb whose module has another name: `hills.commands.run` is the
+# funnel, which a module of that name would replace once imported.
+MODULES = {"run": "devrun"}
+
+
 def module_name(verb: str) -> str:
     """The module that defines `verb`."""
-    return f"{commands.__name__}.{verb}"
+    return f"{commands.__name__}.{MODULES.get(verb, verb)}"
 
 
 class LazyCommands(Mapping):

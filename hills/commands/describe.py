@@ -56,6 +56,11 @@ def render(described: dict) -> None:
         emit(f"- example submissions: {', '.join('examples/' + e for e in described['examples'])} "
              f"(under {described['path']})")
     emit(f"- evaluator: {described['evaluator']} shape, watchdog {described['timeout']}s")
+    dev_run, env = described["dev_run"], described["env"]
+    emit(f"- dev run: {dev_run['command']}: {dev_run['what']}" if dev_run["available"]
+         else f"- dev run: none ({dev_run['what']})")
+    emit(f"- environment: {env['command']} prints the interpreter evals run in"
+         + (f" ({env['python']})" if env["python"] and env["built"] else ""))
     emit(_sandbox_line(described.get("sandbox", "auto")))
     emit(_holdout_line(described))
     emit()

@@ -114,14 +114,15 @@ def _envelope(plan: EvalPlan, run_id: str) -> Report:
     return envelope
 
 
-class _Resource:
-    """An exclusive machine resource (hill.yaml `exclusive:`), held for the eval."""
+class Resource:
+    """An exclusive machine resource (hill.yaml `exclusive:`), held for the eval
+    (and for a dev run, run/devrun.py, which must not share it either)."""
 
     def __init__(self, name: str | None, queue: bool, say: Say) -> None:
         self.name, self.queue, self.say = name, queue, say
         self._ctx: ContextManager[bool] | None = None
 
-    def __enter__(self) -> "_Resource":
+    def __enter__(self) -> "Resource":
         if not self.name:
             return self
         path = os.path.join(state.home(), "locks", f"resource-{self.name}.lock")
@@ -318,10 +319,13 @@ def _take_submission(plan: EvalPlan, run_dir: str, envelope: Report, say: Say) -
     progress.header(say, envelope, req.submission, plan.spec.get("version"))
 
 
-def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say, python: str | None = None) -> EvalContext:
+def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say, python: str | None = None,
+                  withheld: tuple[str, ...] = ()) -> EvalContext:
     """The one EvalContext of an eval whose run folder holds the hill and
     the snapshot: the hill environment's interpreter (made once per
-    version, unless `python` is it already) and the evaluator's confinement."""
+    version, unless `python` is it already) and the evaluator's confinement.
+    `withheld`: folders hidden from the evaluator too (a dev run's hill's
+    own private/, run/devrun.py), as other hills' private/ are."""
     req, hill, spec = plan.request, plan.hill, plan.spec
     run_hill_dir = os.path.join(run_dir, "hill")
     if req.current:
@@ -338,7 +342,7 @@ def build_context(plan: EvalPlan, run_dir: str, expected: Locks, say: Say, pytho
     confinement = sandbox.Confinement(level, home=state.home(), run_dir=run_dir, run_hill_dir=run_hill_dir,
                                       hill_dir=hill.path, env_dir=os.path.dirname(os.path.dirname(python)),
                                       sdk_dir=sdk_dir, network=spec["network"], limits=spec["limits"], public=public,
-                                      elsewhere=sandbox.private_elsewhere(hill.path)
+                                      elsewhere=[*sandbox.private_elsewhere(hill.path), *withheld]
                                       if level == sandbox.LEVEL_BWRAP else (), gpu=spec["exclusive"] == "gpu")
     return EvalContext(spec=spec, params=plan.params, trial=plan.trial, repeat=plan.repeat,
                        final=req.final and not plan.reusable,
@@ -362,7 +366,7 @@ def _run_replicates(ctx: EvalContext, say: Say, start: Callable[[EvalContext], N
     duration, dropped, tests = 0.0, 0, None
     status, reason = "passing", None
     solution: dict[str, Any] = {"runs": 0, "duration_s": 0.0}
-    with _Resource(ctx.spec["exclusive"], ctx.queue, say):
+    with Resource(ctx.spec["exclusive"], ctx.queue, say):
         for seed in range(ctx.repeat):
             filling = intake if seed == 0 else None
             rep = scored = held.rep if held is not None and seed == 0 else replicate(ctx, seed,

@@ -171,6 +171,14 @@ def copy_hill(plan: EvalPlan, run_hill_dir: str, pristine: str, expected: Locks,
     _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
 
 
+def copy_public(hill: Hill, run_hill_dir: str, pristine: str, expected: Locks) -> None:
+    """The pristine tree into `run_hill_dir` (made) with links to its locked
+    blobs, and no link to private/: the hill as a dev run (run/devrun.py)
+    or a build of its environment gets it, with nothing held out in it."""
+    state.copy_tree(pristine, run_hill_dir)
+    _link_locked(hill, run_hill_dir, expected[locks.BLOBS_LOCK])
+
+
 def prepare_hill(plan: EvalPlan, run_hill_dir: str, cache: locks.StatCache) -> Locks:
     """Write the hill into the run folder: the pinned tree, its private
     data and locked blobs linked once verified, or under --current the

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..disk.hill import Hill
+    from ..disk.manifest_types import Manifest
 
 NOTES_REF = "refs/notes/hills/reports"
 
@@ -146,6 +147,8 @@ def describe(hill: Hill) -> dict[str, Any]:
         },
         "readme": readme,
     }
+    described["dev_run"] = dev_run_entry(spec)
+    described["env"] = env_entry(spec["name"], described["tree_hash"])
     from .attempts import bests
 
     # What the climb has reached so far, with its noise and the selection bound (docs/noise.md).
@@ -158,3 +161,29 @@ def describe(hill: Hill) -> dict[str, Any]:
             f"{' '.join(spec['unit_tests']['command'])}; a disposable copy is at {copy} (yours to run "
             f"and change: an official eval always uses the copy frozen in the hill's commit)")
     return described
+
+
+def dev_run_entry(spec: Manifest) -> dict[str, Any]:
+    """How the climber dev-runs a submission (`hills run`), or why it cannot."""
+    name = spec["name"]
+    if not spec["solution"]:
+        return {"available": False, "command": None,
+                "what": "no solution phase: the evaluator runs the submission itself, so only 'hills eval' runs "
+                        f"it; run your code in the hill's environment ('hills env {name}')"}
+    inputs = (spec["solution"].get("inputs") or {}).get("validation")
+    if inputs and os.path.normpath(inputs).split(os.sep)[0] == locks.PRIVATE_DIR:
+        return {"available": False, "command": None,
+                "what": "the solution phase's validation inputs are in private/, and a dev run gets public "
+                        "inputs only; score with 'hills eval'"}
+    return {"available": True, "command": f"hills run DIR -H {name} [-p NAME=VALUE ...] [-o OUTDIR]",
+            "what": "runs the solution phase on DIR as an eval does (confined, same environment, caps and "
+                    "time limit) on the public inputs; not logged, not signed, no score"}
+
+
+def env_entry(name: str, tree_hash: str | None) -> dict[str, Any]:
+    """Where the committed version's locked environment is (`hills env`)."""
+    from ..run import devrun
+
+    found = devrun.env_paths(name, tree_hash)
+    return {"command": f"hills env {name} [--shell | --activate]", "python": found[0] if found else None,
+            "built": bool(found and found[1])}
