@@ -6,6 +6,7 @@ optimize_anything with a stub reflection model. No model, no API key.
 Every report they make is a real, signed and logged hills eval."""
 
 import asyncio
+import importlib
 import json
 import math
 import os
@@ -24,17 +25,18 @@ from testing.util import needs_bwrap
 from hills.adapters import gepa_eval, loopcore, openevolve_eval, shinka_eval
 from hills.base.errors import HillsError, UsageError
 
-openevolve_evaluator = pytest.importorskip("openevolve.evaluator")
-openevolve_config = pytest.importorskip("openevolve.config")
-shinka_scheduler = pytest.importorskip("shinka.launch.scheduler")
-gepa_oa = pytest.importorskip("gepa.optimize_anything")
+# The test extra installs the loops: a missing one fails here, never skips.
+openevolve_evaluator = importlib.import_module("openevolve.evaluator")
+openevolve_config = importlib.import_module("openevolve.config")
+shinka_scheduler = importlib.import_module("shinka.launch.scheduler")
+gepa_oa = importlib.import_module("gepa.optimize_anything")
 
 ADAPTERS = REPO_ROOT / "hills" / "adapters"
 DOCS = REPO_ROOT / "docs" / "adapters.md"
 # Where the examples of the loops are written, each block marked
 # `<!-- example: LOOP -->`; the README's section "Use hills from your loop"
 # holds the same blocks.
-EXAMPLE_SOURCES = [DOCS]
+EXAMPLE_SOURCES = [DOCS, REPO_ROOT / "README.md"]
 
 # Candidates for circle-packing, each a solution.py (the file its solution
 # phase runs): a valid 5 x 5 grid plus one small circle, one that crashes,
@@ -516,7 +518,7 @@ def documented_examples(path):
 
 @pytest.mark.parametrize("source", EXAMPLE_SOURCES, ids=lambda path: path.name)
 def test_the_docs_hold_one_example_per_loop(source):
-    assert sorted(documented_examples(source)) == ["gepa", "openevolve", "shinka"]
+    assert {"gepa", "openevolve", "shinka"} <= set(documented_examples(source))
 
 
 @pytest.mark.slow

@@ -195,3 +195,16 @@ def test_control_the_same_patch_reaches_a_pipeline_run_in_the_callers_process(sc
         report_module.normalize_core = namespace["original"]
     assert outcome.report["metrics"][0]["value"] == 1000.0
     assert outcome.report["official"] and api.verify(outcome.report).valid
+
+
+def test_the_readme_example_runs(committed_hill):
+    """The README's "From Python" block, as a reader copies it, in a
+    project holding the circle-packing hill."""
+    from testing import readme_examples
+
+    code = readme_examples.example("python")
+    assert committed_hill.name == "circle-packing" and ".hills/circle-packing/examples/grid" in code
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first.startswith("passing sum_radii ") and second == "1 attempts"

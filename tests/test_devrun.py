@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from testing import readme_examples
+
 from testing.eval_fixtures import attempts_log, hills, make_hill, submission, tree_of
 from testing.util import UV_CACHE, needs_bwrap, run_bin
 from hills.base import state
@@ -324,13 +326,9 @@ def test_env_of_a_hill_never_committed_is_refused():
 
 # The lines of the README's dev-run block (the "Use hills from your loop"
 # section), run as a person types them, through the real executables.
-README_LINES = """\
-hills run ./mine -H circle-packing -o ./out
-cat ./out/circles.json
-"$(hills env circle-packing)" check_mine.py
-hills run ./mine -H circle-packing -q --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["status"])'
-eval "$(hills env circle-packing --activate)"
-"""
+README_LINES = readme_examples.example("devrun")
+# jq where the README has it is not on every machine: the same filter in Python.
+JQ_STATUS = "jq -r .status"
 
 
 @needs_bwrap
@@ -341,8 +339,9 @@ def test_the_readme_lines_run(tmp_path):
     submission(Path("mine"), {"solution.py": "import json\nprint('packing')\n"
                                              "json.dump([[0.5, 0.5, 0.5]], open('circles.json', 'w'))\n"})
     Path("check_mine.py").write_text("import sys\nprint('checked with', sys.prefix)\n")
-    # jq where the README has it is not on every machine: the same filter in Python.
-    done = run_bin("sh", "-e", "-c", README_LINES + 'python -c "import sys; print(sys.prefix)"\n', cwd=Path.cwd())
+    assert JQ_STATUS in README_LINES
+    lines = README_LINES.replace(JQ_STATUS, """python3 -c 'import json, sys; print(json.load(sys.stdin)["status"])'""")
+    done = run_bin("sh", "-e", "-c", lines + 'python -c "import sys; print(sys.prefix)"\n', cwd=Path.cwd())
     assert done.code == 0, done.output
     lines = done.out.splitlines()
     assert lines[0].startswith("solution phase: ok") and "copied to: " + str(Path.cwd() / "out") in done.out

@@ -450,3 +450,24 @@ def test_a_refused_bundle_writes_no_reward(task, verifier_hills, tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is damaged or was edited" in done.stdout and "no reward written" in done.stdout
     assert not (tmp_path / "logs" / "reward.json").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_example_exports_a_task_harbor_loads(committed_hill, harbor_python):
+    """The README's Harbor block: its export line run as written, the task
+    it writes loaded by Harbor's own code, and the `harbor run` line (which
+    needs Docker, absent here) naming that same task folder."""
+    from testing import readme_examples
+
+    export, run = readme_examples.example("harbor").strip().splitlines()
+    argv = export.split("#", 1)[0].split()
+    assert argv[:3] == ["hills", "export", "harbor"] and argv[3] == committed_hill.name
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    target = Path(argv[argv.index("-o") + 1]).resolve()
+    assert run.split("#", 1)[0].split()[:4] == ["harbor", "run", "-p", argv[argv.index("-o") + 1]]
+    loaded = subprocess.run([str(harbor_python), "-c", LOADER, str(target)], capture_output=True, text=True,
+                            timeout=300)
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    task = json.loads(loaded.stdout)
+    assert task["name"] == f"hills/{committed_hill.name}" and task["mode"] == "separate"

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-pytest.importorskip("mcp")
+import mcp  # noqa: F401  (the test extra has it: a missing package fails here, never skips)
 
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
@@ -591,3 +591,21 @@ def test_a_toml_entry_is_replaced_whatever_shape_the_old_one_has(text):
     assert merged["mcp_servers"]["other"] == {"command": "x"}
     assert merged["mcp_servers"]["hills"] == {"command": "/bin/python", "args": ["-m", "hills", "mcp"],
                                               "tool_timeout_sec": 600}
+
+
+def test_the_readme_example_writes_what_it_says(configs, shared_hill):
+    """The README's MCP block, line by line: the claude-code entry in
+    .mcp.json, codex's in its config.toml, and --print writing nothing."""
+    from testing import readme_examples
+
+    lines = [line.split("#", 1)[0].split() for line in readme_examples.example("mcp").splitlines()]
+    assert [line[:3] for line in lines] == [["hills", "setup", "mcp"]] * 3
+    for argv, agent in zip(lines, ("claude-code", "codex", None)):
+        before = {path: path.read_bytes() if path.exists() else None for path in configs.values()}
+        result = run_cli(*argv[1:])
+        assert result.code == 0, (argv, result.output)
+        if agent is None:
+            assert "--print" in argv and '"hills"' in result.out
+            assert {path: path.read_bytes() if path.exists() else None for path in configs.values()} == before
+        else:
+            assert servers_in(configs[agent])["hills"]["args"][:4] == ["-m", "hills", "mcp", "--hill"]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from testing import readme_examples
+
 from hills.commands import setup_loop
 from testing.eval_fixtures import hills, make_hill, on_machine, real, submission
 from testing.loop_fixtures import EVALUATOR, HILL, METRICS, pi_parse
@@ -177,19 +179,7 @@ def test_help_names_the_loops():
 
 # The example of the README's "autoresearch and pi-autoresearch" block, as
 # it stands there: commands, each followed by the lines it prints ("# ...").
-README_EXAMPLE = """\
-cp -r .hills/circle-packing/examples/grid packing      # the folder the loop edits
-hills setup loop pi-autoresearch circle-packing --submission packing   # writes .auto/measure.sh
-./.auto/measure.sh
-# METRIC sum_radii=2.5414213562363095
-# METRIC hills.passed=1
-# METRIC hills.official=1
-hills setup loop autoresearch circle-packing --submission packing      # writes program.md
-hills eval packing -H circle-packing --colon-lines > run.log 2>&1      # what program.md runs
-grep "^sum_radii:\\|^hills.passed:" run.log                             # and greps
-# sum_radii: 2.5414213562363095
-# hills.passed: 1
-"""
+README_EXAMPLE = readme_examples.example("autoresearch")
 
 
 def test_the_readme_example_runs_as_shown(committed_hill):
