@@ -369,3 +369,14 @@ def test_an_interrupted_dev_run_exits_130_and_leaves_nothing(tmp_path):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, seen + out + err
     assert not runs.exists() and not attempts_log("devint", tree_of(Path(".hills/devint"))).exists()
+
+
+def test_through_a_service_an_unknown_hill_says_dev_runs_are_local(tmp_path, monkeypatch):
+    monkeypatch.setenv("HILLS_SERVICE", str(tmp_path / "service.sock"))
+    folder = submission(tmp_path / "mine", {"solution.py": "print(1)\n"})
+    for argv, verb in ((("run", str(folder), "-H", "served-only"), "run"), (("env", "served-only"), "env")):
+        result = hills(*argv)
+        assert result.code == 2, result.output
+        assert result.error_lines[0] == (f"error: 'hills {verb}' works on this machine's own hills, "
+                                         "and none here is named 'served-only'")
+        assert str(tmp_path / "service.sock") in result.err

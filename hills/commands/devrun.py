@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from ..base import errors
-from ..cli.options import CONTEXT, json_option
+from ..cli.options import CONTEXT, json_option, local_hill
 from ..cli.output import emit, emit_json
 
 TYPE_CHECKING = False
@@ -43,10 +43,9 @@ def command(submission: str, hill_name: str, params: tuple[str, ...], knobs: tup
     the submission itself, with the held-out data in sight.
     """
     from ..base.progress import LINES, Progress, mode_for
-    from ..disk import hill
     from ..run import devrun
 
-    target = hill.resolve(hill_name)
+    target = local_hill(hill_name, "run")
     request = devrun.DevRunRequest(hill=target, submission=submission, param_texts=params,
                                    knobs=knobs or None, queue=queue, stream=not quiet, output=output)
     with Progress(mode_for(quiet, verbose=not quiet, elsewhere=LINES), at_once=True, quiet_messages=quiet) as shown:

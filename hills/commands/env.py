@@ -9,7 +9,7 @@ import shlex
 import click
 
 from ..base import errors
-from ..cli.options import CONTEXT, hill_argument, json_option
+from ..cli.options import CONTEXT, hill_argument, json_option, local_hill
 from ..cli.output import emit, emit_json, say
 
 
@@ -31,13 +31,12 @@ def command(name: str, start_shell: bool, activate: bool, as_json: bool) -> int:
     its seal, so that the next eval builds it again before it scores.
     """
     from ..base.progress import Progress, mode_for
-    from ..disk import hill
     from ..run import devrun
 
     if sum((start_shell, activate, as_json)) > 1:
         raise errors.UsageError("--shell, --activate and --json cannot be combined",
                                 hint="pick one: a shell, the lines for one, or JSON")
-    target = hill.resolve(name)
+    target = local_hill(name, "env")
     with Progress(mode_for(elsewhere="lines")) as shown:
         found = devrun.locked_env(target, say=shown)
     if found.dirty:
