@@ -649,19 +649,10 @@ def probe_run_dir(hill_name: str) -> Iterator[str]:
     """A run folder for the probe's eval where evals make theirs (a dot name:
     pruning and listings skip it), removed after with the runs folder when
     the probe made it."""
-    from ..base import state
+    from ..run import folders
 
-    root = state.runs_dir(hill_name)
-    made_root = not os.path.isdir(root)
-    os.makedirs(root, exist_ok=True)
-    run_dir = tempfile.mkdtemp(prefix=".probe-", dir=root)
-    try:
+    with folders.hidden_run_dir(hill_name, ".probe-") as run_dir:
         yield run_dir
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if made_root:
-            with contextlib.suppress(OSError):
-                os.rmdir(root)
 
 
 def digest_inputs(hill_dir: str) -> dict[str, Any]:

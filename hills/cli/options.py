@@ -59,23 +59,3 @@ class HillsGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-
-def local_hill(name: str, verb: str) -> Any:
-    """The hill `name` on this machine, for a verb the evaluation service
-    does not answer (a dev run, the environment): where this CLI uses a
-    service and no hill here has that name, the error says why, not only
-    that the name is unknown."""
-    from ..disk import hill
-
-    try:
-        return hill.resolve(name)
-    except errors.UsageError:
-        from ..service import client
-
-        socket_path = client.service_socket()
-        if socket_path is None:
-            raise
-        raise errors.UsageError(
-            f"'hills {verb}' works on this machine's own hills, and none here is named '{name}'",
-            hint=f"the hills service at '{socket_path}' keeps its hills where climbers cannot read them and "
-                 f"takes no '{verb}'; run it where the hill is, or ask the service's admin") from None

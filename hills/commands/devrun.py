@@ -8,7 +8,8 @@ from __future__ import annotations
 import click
 
 from ..base import errors
-from ..cli.options import CONTEXT, json_option, local_hill
+from ..cli.options import CONTEXT, json_option
+from .env import local_hill
 from ..cli.output import emit, emit_json
 
 TYPE_CHECKING = False

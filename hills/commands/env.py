@@ -9,8 +9,12 @@ import shlex
 import click
 
 from ..base import errors
-from ..cli.options import CONTEXT, hill_argument, json_option, local_hill
+from ..cli.options import CONTEXT, hill_argument, json_option
 from ..cli.output import emit, emit_json, say
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..disk.hill import Hill
 
 
 @click.command("env", context_settings=CONTEXT)
@@ -60,3 +64,24 @@ def command(name: str, start_shell: bool, activate: bool, as_json: bool) -> int:
         return subprocess.run([shell], env=env).returncode
     emit(found.python)
     return errors.EXIT_OK
+
+
+def local_hill(name: str, verb: str) -> Hill:
+    """The hill `name` on this machine, for a verb the evaluation service
+    does not answer (a dev run, the environment): where this CLI uses a
+    service and no hill here has that name, the error says why, not only
+    that the name is unknown."""
+    from ..disk import hill
+
+    try:
+        return hill.resolve(name)
+    except errors.UsageError:
+        from ..service import client
+
+        socket_path = client.service_socket()
+        if socket_path is None:
+            raise
+        raise errors.UsageError(
+            f"'hills {verb}' works on this machine's own hills, and none here is named '{name}'",
+            hint=f"the hills service at '{socket_path}' keeps its hills where climbers cannot read them and "
+                 f"takes no '{verb}'; run it where the hill is, or ask the service's admin") from None

@@ -14,7 +14,7 @@ from ..base import state
 from ..base.errors import NotScored, Refused, UsageError
 from ..base.records import frozen
 from ..disk import locks, uvenv
-from . import snapshot
+from . import folders, snapshot
 from .env import sdk_path
 from .evaluate import Resource, build_context
 from .phases import replicate, run_solution
@@ -124,20 +124,8 @@ def check_output_folder(path: str) -> None:
 def dev_run_dir(hill_name: str) -> Iterator[str]:
     """A run folder where evals make theirs, under a dot name, removed after
     with the runs folder when this run made it: a dev run leaves none."""
-    import shutil
-    import tempfile
-
-    root = state.runs_dir(hill_name)
-    made_root = not os.path.isdir(root)
-    os.makedirs(root, exist_ok=True)
-    run_dir = tempfile.mkdtemp(prefix=RUN_PREFIX, dir=root)
-    try:
+    with folders.hidden_run_dir(hill_name, RUN_PREFIX) as run_dir:
         yield run_dir
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if made_root:
-            with contextlib.suppress(OSError):
-                os.rmdir(root)
 
 
 def dev_run(req: DevRunRequest, say: Say = quiet) -> DevRun:

@@ -3,8 +3,10 @@ one in use), and a fresh path in one, with nothing at it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 from ..base import state
 from ..base.errors import EnvironmentProblem
@@ -53,3 +55,25 @@ def prune_runs(name: str, keep: int = KEEP_RUNS) -> None:
                     shutil.rmtree(folder, ignore_errors=True)
         except EnvironmentProblem:  # a link planted as its lock: no eval holds it
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def hidden_run_dir(hill_name: str, prefix: str) -> Iterator[str]:
+    """A run folder where the hill's evals make theirs, under a dot name
+    (pruning and listings skip it), removed after, and the runs folder with
+    it when this call made that: for the runs that leave no run folder (a
+    dev run, the leak probe's eval)."""
+    import shutil
+    import tempfile
+
+    root = state.runs_dir(hill_name)
+    made_root = not os.path.isdir(root)
+    os.makedirs(root, exist_ok=True)
+    run_dir = tempfile.mkdtemp(prefix=prefix, dir=root)
+    try:
+        yield run_dir
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if made_root:
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
