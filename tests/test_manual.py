@@ -141,7 +141,7 @@ def test_help_through_the_real_entry_points():
     (["evl"], "error: 'evl' is not a hills command",
      "hint: did you mean 'eval' or 'env'? run 'hills help' for the list of commands"),
     (["expor"], "error: 'expor' is not a hills command",
-     "hint: did you mean 'export'? run 'hills help' for the list of commands"),
+     "hint: did you mean 'export' or 'report'? run 'hills help' for the list of commands"),
     (["chain", "verfy"], "error: 'verfy' is not a hills chain command", "hint: did you mean 'verify'?"),
     (["eval", "extra"], "error: 'hills eval' has no subcommand 'extra'", "hint: run 'hills help'"),
 ])
