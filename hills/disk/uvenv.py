@@ -147,7 +147,7 @@ def python_of(env_dir: str) -> str:
     return os.path.join(env_dir, "bin", "python")
 
 
-def _seal_path(env_dir: str) -> str:
+def seal_path(env_dir: str) -> str:
     # Beside the environment, not in it: sealed with the machine key.
     return env_dir + ".seal.json"
 
@@ -160,12 +160,12 @@ def _signature(env_dir: str) -> dict[str, list[str | int]]:
 
 
 def _seal(env_dir: str) -> None:
-    state.sealed_write(_seal_path(env_dir), _signature(env_dir))
+    state.sealed_write(seal_path(env_dir), _signature(env_dir))
 
 
 def changed_since_built(env_dir: str) -> str | None:
     """None when the environment is as it was built, else what differs."""
-    sealed = state.sealed_read(_seal_path(env_dir))
+    sealed = state.sealed_read(seal_path(env_dir))
     if sealed is None:
         return "it has no seal from its build"
     if sealed != _signature(env_dir):
