@@ -164,8 +164,9 @@ def record(hill_dir: str, record_key: str, results: Iterable[Result]) -> None:
     path = records_path(hill_dir)
     kept = _read(path)
     for entry in kept:
-        if entry.get("key") == record_key and isinstance(entry.get("results"), list):
-            for item in entry["results"]:  # type: ignore[union-attr]
+        earlier = entry.get("results")
+        if entry.get("key") == record_key and isinstance(earlier, list):
+            for item in earlier:
                 if isinstance(item, dict) and item.get("check") in RECORDED:
                     passing.setdefault(str(item["check"]), item)
     entry = {"key": record_key, "results": [passing[name] for name in RECORDED if name in passing]}
