@@ -117,8 +117,9 @@ def change(hill: Path, what: str, monkeypatch: pytest.MonkeyPatch) -> None:
         # A file of the built environment edited: its seal breaks, the
         # check builds it again, and the rebuilt one is another environment.
         env = _env_dir(hill)
+        # A file of its own, not one shared with uv's cache (which other tests build from).
         target = next(os.path.join(root, name) for root, _, names in os.walk(env) for name in sorted(names)
-                      if name.endswith(".py"))
+                      if name.endswith(".py") and os.lstat(os.path.join(root, name)).st_nlink == 1)
         with open(target, "a") as handle:
             handle.write("\n")
         assert uvenv.changed_since_built(env) is not None
@@ -268,3 +269,59 @@ def test_the_records_live_in_machine_state(hill: Path) -> None:
     path = Path(recorded.records_path(str(hill)))
     assert path.is_file() and hills_home() in path.parents
     assert not [p for p in hill.rglob("*") if "recorded" in p.name]
+
+
+# ---------------------------------------------------------------- a stand-in for an expensive solution
+
+GRID = Path(__file__).parents[1] / "examples" / "circle-packing" / "examples" / "grid" / "circles.json"
+STAND_IN = ("import pathlib\n"
+            f"pathlib.Path('circles.json').write_text({GRID.read_text()!r})\n")
+
+
+def stand_in_hill(hill: Path, key: str = "checks:\n  solution: check_solution.py\n") -> None:
+    """The example's solution.py fails (as a training run too long for a
+    check would); check_solution.py writes the grid's packing."""
+    (hill / "examples" / "grid" / "circles.json").unlink()
+    (hill / "examples" / "grid" / "solution.py").write_text("raise SystemExit('too long to run in a check')\n")
+    (hill / "check_solution.py").write_text(STAND_IN)
+    text = (hill / "hill.yaml").read_text()
+    (hill / "hill.yaml").write_text(text.replace("\nevaluator:\n", "\n" + key + "\nevaluator:\n", 1))
+
+
+def test_the_probe_and_the_corpus_run_the_stand_in_and_no_eval_does(hill: Path) -> None:
+    stand_in_hill(hill)
+    checked_ = run_cli("check", "reused", "--no-tests")
+    assert checked_.code == 0, checked_.output
+    # The payload went into the stand-in and ran, confined.
+    assert "paths tried, none reached; submitted code started by hills, confined" in lines_of(checked_, probe.NAME)[0]
+    assert "cheats tried, none got through" in lines_of(checked_, corpus.NAME)[0]
+    evaluated = run_cli("eval", "--current", hill / "examples" / "grid", "-H", "reused", "--json")
+    assert evaluated.report["status"] == "buggy", evaluated.output  # an eval runs the example's own solution.py
+    # The control: without the key the corpus runs the example's own solution, which fails.
+    text = (hill / "hill.yaml").read_text()
+    (hill / "hill.yaml").write_text(text.replace("checks:\n  solution: check_solution.py\n", ""))
+    unchecked = run_cli("check", "reused", "--no-tests")
+    assert lines_of(unchecked, corpus.NAME)[0].startswith("  warn  cheat corpus        the example does not pass"), \
+        unchecked.out
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("private/x.py", "a file inside the hill and outside private/"),
+    ("/etc/passwd", "a file inside the hill and outside private/"),
+    ("../x.py", "a file inside the hill and outside private/"),
+])
+def test_a_stand_in_outside_the_hill_or_in_private_is_refused(hill: Path, value: str, expected: str) -> None:
+    stand_in_hill(hill, f"checks:\n  solution: {value}\n")
+    refused = run_cli("check", "reused", "--no-tests")
+    assert refused.code == 1
+    assert lines_of(refused, "manifest")[0].startswith("  FAIL  manifest"), refused.out
+    assert "checks.solution" in refused.out and expected in refused.out, refused.out
+
+
+def test_a_missing_stand_in_fails_the_probe_and_the_corpus(hill: Path) -> None:
+    stand_in_hill(hill, "checks:\n  solution: missing.py\n")
+    refused = run_cli("check", "reused", "--no-tests")
+    assert refused.code == 1
+    for name in (probe.NAME, corpus.NAME):
+        assert lines_of(refused, name)[0].startswith("  FAIL ") and "checks.solution in hill.yaml names 'missing.py'" \
+            in lines_of(refused, name)[0], refused.out
