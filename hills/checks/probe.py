@@ -715,8 +715,6 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
     hill runs without bubblewrap (`sandbox: none`, or bubblewrap not usable
     here): then nothing confines the submission anyway, and the line is a
     warning that names what leaked."""
-    from ..run import sandbox
-
     with checked_example(spec, hill_dir) as (source, problem):
         if problem is not None:
             return Result(NAME, "fail", problem)
