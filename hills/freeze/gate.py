@@ -147,7 +147,8 @@ def run(hill: Hill, cache: locks.StatCache, tell: Callable[[shared.Result], obje
         return gate
     gate = gate._replace(listing=verdicts.listing_of(hill))
     if key is not None and gate_key(hill, cache, gate.listing) == key:
-        _remember(path, key, results, verdicts.files_digest(hill, cache, gate.listing))
+        _remember(path, key, [recorded.plain(result) for result in results],
+                  verdicts.files_digest(hill, cache, gate.listing))
     return gate
 
 
