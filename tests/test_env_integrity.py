@@ -249,10 +249,14 @@ def test_environments_sharing_package_files_do_not_rebuild_each_other(project, t
 
 
 @pytest.mark.slow
-def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp_path):
-    """Package files are copied from uv's cache, not linked: a cache file
-    edited in place, its size and mtime put back, leaves the environment
-    as it was built."""
+def test_an_edit_of_the_uv_cache_does_not_reach_an_eval(project, tmp_path, monkeypatch):
+    """A cache file edited in place, its size and mtime put back: where the
+    environment's file is a clone or a copy, the environment is as it was
+    built; where it is a hard link of the cached file (ext4), the seal sees
+    the edit (its ctime moved and its content is not the build's), and the
+    eval rebuilds the environment with the packages fetched anew. Either
+    way the eval scores the package as released."""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))  # the test edits it
     hill_dir = _hill_with_tinydep("dep-c", _wheel(tmp_path / "wheels"))
     sub = submission(tmp_path / "sub", {"circles.json": "[]\n"})  # the template's output, scored as it is
     assert hills("eval", sub, "-H", "dep-c").report["metrics"][0]["value"] == 41.0
@@ -265,11 +269,16 @@ def test_an_edit_of_the_uv_cache_does_not_reach_a_built_environment(project, tmp
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     env_dir = hills_home() / "envs" / "dep-c" / tree_of(hill_dir)
     installed = glob.glob(str(env_dir / "lib" / "python3*" / "site-packages" / "tinydep" / "__init__.py"))
-    assert installed and Path(installed[0]).read_bytes() == b"VALUE = 41\n"
+    assert installed
+    linked = any(Path(installed[0]).stat().st_ino == path.stat().st_ino for path in cached)
+    assert Path(installed[0]).read_bytes() == (b"VALUE = 42\n" if linked else b"VALUE = 41\n")
     result = hills("eval", sub, "-H", "dep-c")
     assert result.code == 0, result.output
     assert result.report["metrics"][0]["value"] == 41.0
-    assert "changed since it was built" not in result.err
+    if linked:
+        assert "shared with uv's cache, was edited); rebuilding it, its packages fetched anew" in result.err
+    else:
+        assert "changed since it was built" not in result.err
 
 
 def test_uv_trusts_the_machine_s_certificate_store_unless_told_otherwise(monkeypatch):

@@ -35,7 +35,15 @@ def a_package_file(env_dir):
     return found[0]
 
 
-def test_a_second_environment_of_the_same_lock_is_linked_from_its_twin(project):
+@pytest.fixture
+def own_uv_cache(tmp_path, monkeypatch):
+    """A uv cache of the test's own: its package files are hard links of
+    the environments', which the test edits."""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    return tmp_path / "uv-cache"
+
+
+def test_a_second_environment_of_the_same_lock_is_linked_from_its_twin(project, own_uv_cache):
     hill_dir = made_hill()
     with_six(hill_dir)
     first = Path(uvenv.ensure("twins", "first", hill_dir)).parent.parent
@@ -57,8 +65,16 @@ def test_a_second_environment_of_the_same_lock_is_linked_from_its_twin(project):
     assert uvenv.changed_since_built(str(first)) == "a file in it was added, removed or edited"
     assert uvenv.changed_since_built(str(second)) == "a file in it was added, removed or edited"
     # A changed environment is no twin: the next one is installed afresh.
+    # The edited file was uv's cached one too (a hard link): the edit shows
+    # as such, and the rebuild fetches the package anew rather than link it.
+    assert uvenv.cache_edited(str(first)) and uvenv.cache_edited(str(second))
+    assert "# edited" in next(path for path in own_uv_cache.rglob(twin.name)
+                              if path.stat().st_ino == twin.stat().st_ino).read_text()
+    rebuilt = Path(uvenv.ensure("twins", "second", hill_dir)).parent.parent
+    assert rebuilt == second and "# edited" not in (second / twin.relative_to(second)).read_text()
+    assert uvenv.changed_since_built(str(second)) is None
     third = Path(uvenv.ensure("twins", "third", hill_dir)).parent.parent
-    assert os.stat(third / twin.relative_to(second)).st_ino not in (os.stat(twin).st_ino,)
+    assert os.stat(third / twin.relative_to(second)).st_ino != os.stat(package).st_ino
     assert "# edited" not in (third / twin.relative_to(second)).read_text()
     assert uvenv.changed_since_built(str(third)) is None
 
@@ -72,7 +88,7 @@ def test_another_lock_is_no_twin(project):
     assert list(second.glob("lib/python*/site-packages/six.py"))
 
 
-def test_another_hill_of_the_same_packages_is_a_twin(project):
+def test_another_hill_of_the_same_packages_is_a_twin(project, own_uv_cache):
     first_dir, second_dir = made_hill("twins"), made_hill("other")
     with_six(first_dir)
     with_six(second_dir)
@@ -108,11 +124,48 @@ def test_another_hill_that_installs_differently_is_no_twin(project):
     assert uvenv.packages_digest(first_dir) != uvenv.packages_digest(second_dir)
     first = Path(uvenv.ensure("twins", "v1", first_dir)).parent.parent
     second = Path(uvenv.ensure("other", "v1", second_dir)).parent.parent
-    package = a_package_file(first)
-    assert os.stat(package).st_ino != os.stat(second / package.relative_to(first)).st_ino
+    # Installed by uv, not linked from the first: its bytecode (compiled at
+    # the build, never a file of uv's cache) is its own.
+    [compiled] = first.glob("lib/python*/site-packages/__pycache__/six.*.pyc")
+    assert os.stat(compiled).st_ino != os.stat(second / compiled.relative_to(first)).st_ino
     # Nor is a lock that cannot be read looked up in other hills.
     (second_dir / "uv.lock").write_text("not [toml")
     assert uvenv.packages_digest(second_dir) is None
+
+
+# ---------------------------------------------------------------- hard links of uv's cache
+
+def test_where_the_file_system_does_not_clone_an_environment_is_hard_linked_from_uv_s_cache(
+        project, own_uv_cache, tmp_path):
+    """On ext4 (uv's clone falls back to a hard link) a package file is the
+    cache's inode. A link added or removed elsewhere moves its ctime alone:
+    the seal judges it by content and holds. An edit in place, its size
+    and mtime put back, is seen; without the content digest sealed at the
+    build, the moved ctime alone is a change (the control)."""
+    hill_dir = made_hill()
+    with_six(hill_dir)
+    env = Path(uvenv.ensure("twins", "v1", hill_dir)).parent.parent
+    [six] = env.glob("lib/python*/site-packages/six.py")
+    cached = [path for path in own_uv_cache.rglob("six.py") if path.stat().st_ino == six.stat().st_ino]
+    if not cached:
+        pytest.skip("uv cloned or copied here: the environment shares no inode with its cache")
+    assert six.stat().st_nlink >= 2 and str(six.relative_to(env)) in uvenv.shared_digests(str(env))
+    os.link(six, tmp_path / "another-name")
+    (tmp_path / "another-name").unlink()
+    assert uvenv.changed_since_built(str(env)) is None
+    os.link(six, tmp_path / "another-name")
+    before = six.stat()
+    text = six.read_bytes()
+    six.write_bytes(text.replace(b"import", b"IMPORT", 1))
+    os.utime(six, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert six.stat().st_size == before.st_size
+    assert uvenv.changed_since_built(str(env)) == f"its file {six.relative_to(env)}, shared with uv's cache, was edited"
+    six.write_bytes(text)
+    os.utime(six, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert uvenv.changed_since_built(str(env)) is None  # the content is the build's again
+    os.link(six, tmp_path / "a-third-name")
+    Path(uvenv.shared_path(str(env))).unlink()
+    assert uvenv.changed_since_built(str(env)) == "a file in it was added, removed or edited"
 
 
 # ---------------------------------------------------------------- clones of uv's cache

@@ -60,10 +60,12 @@ def next_check(done: str) -> str | None:
 
 
 def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], object] | None = None,
-               say: Callable[[str], object] | None = None) -> list[Result]:
+               say: Callable[[str], object] | None = None, fresh: bool = False) -> list[Result]:
     """Run every check in order; later checks are skipped once one fails that
     they depend on. Returns a list of Result; `tell` gets each as it finishes,
-    and `say` (a progress line) how the build of the hill's environment goes."""
+    and `say` (a progress line) how the build of the hill's environment goes.
+    The leak probe's and the cheat corpus's passing results recorded for
+    the same inputs are reused (hills.checks.recorded), unless `fresh`."""
     results: list[Result] = _Told(tell)
     name = os.path.basename(hill_dir)
     from ..disk import manifest  # not at import: a remembered gate needs no parser
@@ -140,13 +142,32 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
     isolation = isolation_check(spec, name, hill_dir, python)
     results.append(isolation)
     if isolation.status != "fail":  # a hill whose evals cannot start has nothing to probe
-        from . import probe
-
-        results.append(probe.leak_probe(spec, name, hill_dir, python))
-        from . import corpus
-
-        results.append(corpus.cheat_corpus(spec, name, hill_dir))
+        _probe_and_corpus(spec, name, hill_dir, python, results, fresh)
     return results
+
+
+def _probe_and_corpus(spec: Mapping[str, Any], name: str, hill_dir: str, python: str, results: list[Result],
+                      fresh: bool) -> None:
+    """The leak probe's and the cheat corpus's results, appended to
+    `results`: those recorded for the same inputs, the others run and
+    recorded when they pass and nothing they read moved while they ran."""
+    from ..disk import locks
+    from . import corpus, probe, recorded
+
+    cache = locks.StatCache(hill_dir)
+    before = recorded.key(hill_dir, python, cache)
+    found = {} if fresh else recorded.lookup(hill_dir, before)
+    ran: list[Result] = []
+    for check_name, run in ((probe.NAME, lambda: probe.leak_probe(spec, name, hill_dir, python)),
+                            (corpus.NAME, lambda: corpus.cheat_corpus(spec, name, hill_dir))):
+        result = found.get(check_name)
+        if result is None:
+            result = run()
+            ran.append(result)
+        results.append(result)
+    if ran and before is not None and recorded.key(hill_dir, python, cache) == before:
+        recorded.record(hill_dir, before, ran)
+    cache.save()
 
 
 # An infinity spelled in Python or JSON: a failing result of a `min` metric

@@ -425,11 +425,22 @@ def _placeholder_may_fail(example: str, score: Score) -> bool:
 
 def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Result:
     """The cheat corpus's line of `hills check`."""
-    from .probe import example_folder
+    from .probe import checked_example, example_folder
 
-    example = example_folder(hill_dir)
-    if example is None:
-        return Result(NAME, "warn", "no example submission folder in examples/ to adapt the corpus to")
+    with checked_example(spec, hill_dir) as (example, problem):
+        if problem is not None:
+            return Result(NAME, "fail", problem)
+        if example is None:
+            return Result(NAME, "warn", "no example submission folder in examples/ to adapt the corpus to")
+        shown = os.path.relpath(example_folder(hill_dir) or example, hill_dir)
+        return _corpus(spec, hill_name, hill_dir, example, shown)
+
+
+def _corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str, example: str, shown: str) -> Result:
+    """The cheat corpus adapted to the example folder `example`, the hill's
+    `shown` (or a copy of it with the stand-in of `checks.solution`)."""
+    stand_in = (spec.get("checks") or {}).get("solution")
+    called = f"'{shown}' with the stand-in '{stand_in}'" if stand_in else f"'{shown}'"
     exploits, problems = exploit_cheats(hill_dir)
     with _work() as work:
         score, outputs = _evaluate(hill_name, hill_dir, example, keep_outputs=True)
@@ -439,9 +450,9 @@ def cheat_corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str) -> Resu
             # A hill whose own example cannot be scored is not one to freeze:
             # its evaluator is broken, or it ran the example's code where it
             # must not (the scoring phase's guard stopped it).
-            return Result(NAME, "fail", f"the example '{os.path.relpath(example, hill_dir)}' is buggy: {score.reason}"
+            return Result(NAME, "fail", f"the example {called} is buggy: {score.reason}"
                                         "\n        hint: fix the evaluator or the example until "
-                                        f"'hills eval --current {os.path.relpath(example, hill_dir)}' passes")
+                                        f"'hills eval --current {shown}' passes")
         if score.status != "passing":
             # No score to hold the cheats to: the author's example must pass first.
             return Result(NAME, "warn", f"the example does not pass ({score.status}: {score.reason}), so no "

@@ -671,13 +671,25 @@ def refresh(hill_dir: str, cache: locks.StatCache, listing: tuple[list[str], lis
         if env_dir is not None:
             current = leak_check(hill_dir, cache, env_dir)
         if current.status == "ok" and key is not None:
-            entry = {"key": key, "result": current.as_dict()}
-            try:
-                state.sealed_write(path, [entry, *[e for e in kept if e.get("key") != key]][:KEPT])
-            except OSError:
-                pass  # scanned again next time
+            remember(hill_dir, key, current, kept)
     replaced = [current if result.name == "answer leak" else result for result in results]
     return replaced if current in replaced else [*replaced, current]
+
+
+def remember(hill_dir: str, key: str, result: Result, kept: list[dict[str, Any]] | None = None) -> None:
+    """Keep a passing scan's `result` under its verdict_key `key`, beside
+    the `kept` verdicts (read anew when not given), KEPT at most."""
+    from ..base import state
+
+    path = _verdicts_path(hill_dir)
+    if kept is None:
+        read = state.sealed_read(path)
+        kept = [entry for entry in read if isinstance(entry, dict)] if isinstance(read, list) else []
+    entry = {"key": key, "result": result.as_dict()}
+    try:
+        state.sealed_write(path, [entry, *[e for e in kept if e.get("key") != key]][:KEPT])
+    except OSError:
+        pass  # scanned again next time
 
 
 HINT = ("hint: submitted code can read every public file, blob and these variables: remove the held-out "

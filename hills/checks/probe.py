@@ -329,6 +329,42 @@ def example_folder(hill_dir: str) -> str | None:
     return None
 
 
+STAND_IN_KEY = "checks.solution"
+
+
+@contextlib.contextmanager
+def checked_example(spec: Mapping[str, Any], hill_dir: str) -> Iterator[tuple[str | None, str | None]]:
+    """(the example folder the leak probe and the cheat corpus evaluate,
+    or None; why it cannot be made, or None): the hill's first example,
+    or, when hill.yaml's `checks.solution` names a stand-in, a copy of it
+    whose solution file (solution_name) is the stand-in, removed after."""
+    source = example_folder(hill_dir)
+    stand_in = (spec.get("checks") or {}).get("solution")
+    if source is None or not stand_in:
+        yield source, None
+        return
+    path = os.path.join(hill_dir, stand_in)
+    private = os.path.realpath(os.path.join(hill_dir, "private"))
+    real = os.path.realpath(path)
+    if os.path.islink(path) or not os.path.isfile(path) or real == private or real.startswith(private + os.sep):
+        yield None, (f"{STAND_IN_KEY} in hill.yaml names '{stand_in}', which is not a plain file of the hill "
+                     "outside private/")
+        return
+    work = tempfile.mkdtemp(prefix="hills-stand-in-")
+    try:
+        target = os.path.join(work, os.path.basename(source))
+        shutil.copytree(source, target, symlinks=True)
+        solution = os.path.join(target, solution_name(spec, hill_dir))
+        if os.path.lexists(solution) and (os.path.islink(solution) or not os.path.isfile(solution)):
+            os.unlink(solution) if not os.path.isdir(solution) or os.path.islink(solution) else shutil.rmtree(solution)
+        os.makedirs(os.path.dirname(solution), exist_ok=True)
+        shutil.copyfile(path, solution)
+        shutil.copymode(path, solution)
+        yield target, None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def solution_name(spec: Mapping[str, Any], hill_dir: str) -> str:
     """The file the hill runs as the submission's solution: `solution: when:`,
     else the first script of `solution: run:` that is the submission's (not
@@ -670,11 +706,18 @@ def leak_probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: s
     hill runs without bubblewrap (`sandbox: none`, or bubblewrap not usable
     here): then nothing confines the submission anyway, and the line is a
     warning that names what leaked."""
+    with checked_example(spec, hill_dir) as (source, problem):
+        if problem is not None:
+            return Result(NAME, "fail", problem)
+        if source is None:
+            return Result(NAME, "warn", "no example submission folder in examples/ to probe with")
+        return _probe(spec, hill_name, hill_dir, python, source)
+
+
+def _probe(spec: Mapping[str, Any], hill_name: str, hill_dir: str, python: str, source: str) -> Result:
+    """The leak probe of the example folder `source`."""
     from ..run import sandbox
 
-    source = example_folder(hill_dir)
-    if source is None:
-        return Result(NAME, "warn", "no example submission folder in examples/ to probe with")
     boundary = spec.get("sandbox") != sandbox.LEVEL_NONE and sandbox.bwrap_works()
     work = tempfile.mkdtemp(prefix="hills-probe-")
     token = os.urandom(12).hex()

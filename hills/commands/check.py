@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 @hill_argument
 @click.option("--no-tests", is_flag=True, help="Skip the hill's own tests/.")
 @click.option("-v", "--verbose", is_flag=True, help="Name each cheat the cheat corpus tried, a line each.")
+@click.option("--fresh", is_flag=True,
+              help="Run the leak probe and the cheat corpus again, not their results recorded for this tree.")
 @json_option
-def command(name: str, no_tests: bool, verbose: bool, as_json: bool) -> int:
+def command(name: str, no_tests: bool, verbose: bool, fresh: bool, as_json: bool) -> int:
     """Run the checks a hill must pass before it can be committed.
 
     One line per check: manifest schema, layout, the README, the answer
@@ -31,11 +33,14 @@ def command(name: str, no_tests: bool, verbose: bool, as_json: bool) -> int:
     evaluator contract binding in the hill's own uv environment, the
     hill's tests/ passing in that environment, the sandbox starting, and
     the leak probe: the example submission, its code carrying a payload
-    that tries every way to reach private data, evaluated unlogged.
-    Exits 1 when any fails.
+    that tries every way to reach private data, evaluated unlogged; and
+    the cheat corpus. The leak probe's and the cheat corpus's passing
+    results are recorded for the hill's tree and environment and reused
+    while neither changes (--fresh runs them again); a passing check with
+    the tests is remembered for `hills commit`. Exits 1 when any fails.
     """
-    from ..checks import check
     from ..disk import hill
+    from ..freeze import gate
     from ..base.progress import Progress, mode_for
 
     target = hill.resolve(name)
@@ -46,7 +51,7 @@ def command(name: str, no_tests: bool, verbose: bool, as_json: bool) -> int:
         tell = None if as_json else check_teller(shown, emit)
         if tell is not None and verbose:
             tell = _naming_what_was_tried(tell, shown)
-        results = check.run_checks(target.path, tests=not no_tests, tell=tell, say=shown)
+        results = gate.checked(target, tests=not no_tests, tell=tell, say=shown, fresh=fresh)
     failed = [r for r in results if r.status == "fail"]
     if as_json:
         emit_json({"hill": target.name, "passed": not failed, "checks": [r.as_dict() for r in results]})

@@ -380,6 +380,13 @@ SOLUTION_KEYS = Table("a mapping with run and outputs", (
         required=True, missing="the files the scorer reads, such as [circles.json]"),
 ), rule=_solution_rule)
 
+CHECKS_KEYS = Table("a mapping with solution", (
+    Key("solution", Maybe(scalar("a file inside the hill and outside private/, such as check_train.py",
+                                 lambda value: _text(value) and _inside_hill(value)
+                                 and value.strip("/").split("/")[0] not in ("", ".", "private"))),
+        default=None),
+))
+
 # The reusable holdout's defaults: the values of the experiment of Dwork
 # et al. (Science 2015) on accuracies in [0, 1], sigma a quarter of T.
 DEFAULT_THRESHOLD = 0.04
@@ -459,6 +466,19 @@ the seed they came from (the scoring phase gets it to regenerate them). The eval
 sees the submission's code. A run that exits non-zero, is killed or hits a
 limit makes the submission `buggy`; so does a missing output named without
 a pattern, or an output that is a link. See docs/confinement.md."""),  # noqa: E501 (the text of hill.yaml(5))
+    Key("checks", CHECKS_KEYS, kind="mapping", default={}, absent=empty, note="default none",
+        doc="""How hills-check(1) checks the hill: `solution`, a file of the
+hill (a path inside it) that stands in for the example's solution file (the
+`solution.when` file, the submission's script in `solution.run`, else
+`solution.py`) in the copies of the example that the leak probe and the
+cheat corpus evaluate, for a hill whose solution is expensive to run (one
+that trains a model): a cheap script that does what the solution's contract
+asks (writes the `outputs`) in seconds. The probe puts its payload into the
+stand-in as into any file of the example, and the cheats are held to the
+score the example gets with it. Only those two checks use it: every other
+evaluation, the checks' own and `hills eval`, runs the submission as it
+is. Like every file of the hill it is in the tree, and a changed stand-in
+runs the two checks again."""),
     Key("timeout", _SECONDS, kind="number", default=DEFAULT_TIMEOUT,
         doc="""The watchdog, in seconds, greater than 0: an evaluation still running
 after it is killed, with every process it started, and reported `buggy`."""),

@@ -19,6 +19,7 @@ class Manifest(TypedDict):
     description: str
     evaluator: dict[str, Any]
     solution: Any  # a SOLUTION_KEYS mapping or None; read once _takes_solution said it is there
+    checks: dict[str, Any]  # a CHECKS_KEYS mapping: the stand-in of the leak probe and the cheat corpus
     timeout: int | float
     params: dict[str, dict[str, Any]]  # param name -> its declaration
     metrics: Any  # a list of METRIC_KEYS mappings, or None

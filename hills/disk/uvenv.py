@@ -51,13 +51,16 @@ def _uv_env() -> dict[str, str]:
     if "UV_NATIVE_TLS" not in env:
         env.setdefault("UV_SYSTEM_CERTS", "1")
     env["UV_NO_PROGRESS"] = "1"
-    # uv hard-links package files from its cache by default: an environment
-    # file would then be the cache file, and an edit of the cache (its
-    # mtime put back) would change the environment under its seal. A copy
-    # is copy_file_range(2), which a file system that clones (btrfs, XFS)
-    # answers with a clone: there the environment shares the cache's
-    # blocks, its files still its own (tests/test_env_twins.py).
-    env["UV_LINK_MODE"] = "copy"
+    # Package files shared with uv's cache, whatever the caller set: a
+    # clone where the file system makes one (btrfs, XFS: the environment's
+    # files are its own inodes on the cache's blocks), else a hard link
+    # (ext4: the cache's inode itself), else a copy. A torch environment
+    # then costs its bytecode, not a second 5 GB. The seal stays honest
+    # either way (changed_since_built): an edit of a file shared with the
+    # cache moves the inode's ctime, which no user can set back, and a
+    # ctime that moved alone (a link added or removed elsewhere) is judged
+    # by the file's content against its digest taken at the build.
+    env["UV_LINK_MODE"] = "clone"
     return env
 
 
@@ -147,29 +150,109 @@ def python_of(env_dir: str) -> str:
     return os.path.join(env_dir, "bin", "python")
 
 
-def _seal_path(env_dir: str) -> str:
+def seal_path(env_dir: str) -> str:
     # Beside the environment, not in it: sealed with the machine key.
     return env_dir + ".seal.json"
 
 
+def shared_path(env_dir: str) -> str:
+    # The content digests of the files the environment shares (hard links), sealed beside it.
+    return env_dir + ".shared.json"
+
+
 def _signature(env_dir: str) -> dict[str, list[str | int]]:
-    """state.folder_signature of the environment, less its marker. Package
-    files are copies (UV_LINK_MODE=copy), so each file's ctime counts: one
-    edited in place, its size and mtime put back, still shows."""
+    """state.folder_signature of the environment, less its marker. Each
+    file's ctime counts: one edited in place, its size and mtime put back,
+    still shows."""
     return state.folder_signature(env_dir, skip=(MARKER,))
 
 
-def _seal(env_dir: str) -> None:
-    state.sealed_write(_seal_path(env_dir), _signature(env_dir))
+def _seal(env_dir: str, known: Mapping[str, str] | None = None) -> None:
+    """Seal the environment as it is, with the content digest of each file
+    it shares with another name (a hard link from uv's cache or from a
+    twin): those in `known` (rel -> digest, of these very inodes) as
+    given, the others read."""
+    _record_shared(env_dir, known or {})
+    state.sealed_write(seal_path(env_dir), _signature(env_dir))
+
+
+def _shared_files(env_dir: str) -> dict[str, int]:
+    """{relative path: inode} of each regular file with more than one name."""
+    import stat as stat_module
+
+    found: dict[str, int] = {}
+    for current, _dirs, files in os.walk(env_dir):
+        for name in files:
+            full = os.path.join(current, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if stat_module.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                found[os.path.relpath(full, env_dir)] = st.st_ino
+    return found
+
+
+def _record_shared(env_dir: str, known: Mapping[str, str]) -> dict[str, str]:
+    """Digest each shared file (or take it from `known`) and seal the table."""
+    from .locks import file_digest
+
+    table = {rel: known.get(rel) or file_digest(os.path.join(env_dir, rel)) for rel in _shared_files(env_dir)}
+    state.sealed_write(shared_path(env_dir), table)
+    return table
+
+
+def shared_digests(env_dir: str) -> dict[str, str]:
+    """The sealed content digests of the environment's shared files (none when missing or edited)."""
+    table = state.sealed_read(shared_path(env_dir))
+    return {str(rel): str(digest) for rel, digest in table.items()} if isinstance(table, dict) else {}
+
+
+def cache_edited(env_dir: str) -> bool:
+    """Whether a file the environment shares with uv's cache (or a twin)
+    differs from its seal: the cached file itself was edited, and a build
+    that links it again would hold the edit (`ensure` then builds
+    without uv's cache)."""
+    sealed = state.sealed_read(seal_path(env_dir))
+    if not isinstance(sealed, dict):
+        return False
+    now = _signature(env_dir)
+    return any(rel in now and now[rel] != sealed[rel] for rel in shared_digests(env_dir) if rel in sealed)
 
 
 def changed_since_built(env_dir: str) -> str | None:
-    """None when the environment is as it was built, else what differs."""
-    sealed = state.sealed_read(_seal_path(env_dir))
+    """None when the environment is as it was built, else what differs. A
+    file whose ctime alone moved (its size, mtime and inode as sealed) is
+    one a link was added to or removed from elsewhere (uv linking it into
+    another environment, or pruning its cache): it is as built when its
+    content is the digest sealed at the build, and the environment is then
+    sealed again; anything else is a change."""
+    sealed = state.sealed_read(seal_path(env_dir))
     if sealed is None:
         return "it has no seal from its build"
-    if sealed != _signature(env_dir):
-        return "a file in it was added, removed or edited"
+    now = _signature(env_dir)
+    if sealed == now:
+        return None
+    changed = "a file in it was added, removed or edited"
+    if not isinstance(sealed, dict) or sealed.keys() != now.keys():
+        return changed
+    moved = [rel for rel, entry in now.items() if entry != sealed[rel]]
+    if any(now[rel][:3] + now[rel][4:] != list(sealed[rel])[:3] + list(sealed[rel])[4:] or now[rel][0] != "f"
+           for rel in moved):
+        return changed
+    from .locks import file_digest
+
+    digests = shared_digests(env_dir)
+    for rel in moved:
+        full = os.path.join(env_dir, rel)
+        if rel not in digests or os.lstat(full).st_ctime_ns != now[rel][3]:
+            return changed
+        if file_digest(full) != digests[rel]:
+            return f"its file {rel}, shared with uv's cache, was edited"
+    try:
+        state.sealed_write(seal_path(env_dir), now)
+    except OSError:
+        pass  # judged by content again next time
     return None
 
 
@@ -190,12 +273,15 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
     while its seal holds; a changed environment is rebuilt."""
     env_dir = env_path(name, key)
     marker = os.path.join(env_dir, MARKER)
+    refresh = False
     if os.path.isfile(marker) and os.path.exists(python_of(env_dir)):
         problem = changed_since_built(env_dir)
         if problem is None:
             return python_of(env_dir)
+        refresh = cache_edited(env_dir)
         if say:
-            say(f"hills: the environment of hill '{name}' changed since it was built ({problem}); rebuilding it")
+            say(f"hills: the environment of hill '{name}' changed since it was built ({problem}); rebuilding it"
+                + (", its packages fetched anew" if refresh else ""))
     import shutil
 
     state.ensure_home()
@@ -205,15 +291,19 @@ def ensure(name: str, key: str, source_dir: Path | str, say: Callable[[str], obj
         shutil.rmtree(env_dir, ignore_errors=True)
         digest, packages = env_digest(source_dir), packages_digest(source_dir)
         built = {"key": key, "built_from": str(source_dir), "digest": digest, "packages": packages}
-        if _link_twin(name, digest, packages, env_dir):
+        twin = _link_twin(name, digest, packages, env_dir)
+        if twin is not None:
             state.atomic_write(marker, json.dumps(built) + "\n")
-            _seal(env_dir)
+            _seal(env_dir, twin)
             return python_of(env_dir)
         # Bytecode is compiled here, before the seal: evals write none, so a
         # large package (torch) would otherwise compile its modules at
         # every import.
+        # Without uv's cache when a file shared with it was edited: uv then
+        # fetches and unpacks the packages anew (into a cache of its own,
+        # gone after) instead of linking the edited file again.
         argv = [uv_binary(), "sync", "--frozen", "--no-install-project", "--compile-bytecode",
-                "--python", interpreter()]
+                *(["--no-cache"] if refresh else []), "--python", interpreter()]
         returncode, stderr = build(argv, source_dir, env_dir, name, say)
         if returncode != 0:
             shutil.rmtree(env_dir, ignore_errors=True)
@@ -380,7 +470,7 @@ def _twins(name: str, digest: str, packages: str | None, env_dir: str) -> Iterat
                 yield twin
 
 
-def _link_twin(name: str, digest: str, packages: str | None, env_dir: str) -> bool:
+def _link_twin(name: str, digest: str, packages: str | None, env_dir: str) -> dict[str, str] | None:
     """Make `env_dir` from an intact environment that installs the same
     files (its twin: the working tree's of a version just committed, or
     another hill's of the same packages, _twins): package files
@@ -389,26 +479,31 @@ def _link_twin(name: str, digest: str, packages: str | None, env_dir: str) -> bo
     no disk. Each environment keeps its own seal, and a seal holds each
     file's inode and ctime, so an edit through either name shows in both. A
     new link moves a file's ctime: the twin is sealed again when nothing but
-    ctimes moved while it was linked. False when there is no twin, or
-    linking failed (the caller builds it with uv)."""
+    ctimes moved while it was linked, with the digests of the files it now
+    shares (those it shared already as sealed). The content digests of the
+    shared files, by path, for the new environment's seal; None when there
+    is no twin, or linking failed (the caller builds it with uv)."""
     import shutil
 
     for twin in _twins(name, digest, packages, env_dir):
         if changed_since_built(twin) is not None:
             continue
         before = _signature(twin)
+        known = shared_digests(twin)
+        linked = True
         try:
             _link_tree(twin, env_dir)
         except OSError:
             shutil.rmtree(env_dir, ignore_errors=True)
-            return False
+            linked = False
         finally:
             after = _signature(twin)
             if after.keys() == before.keys() and all(after[rel][:3] + after[rel][4:] == entry[:3] + entry[4:]
                                                      for rel, entry in before.items()):
-                _seal(twin)
-        return True
-    return False
+                _seal(twin, known)
+                known = shared_digests(twin)
+        return known if linked else None
+    return None
 
 
 def _link_tree(twin: str, env_dir: str) -> None:

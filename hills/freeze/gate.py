@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..base import state
-from ..checks import check, shared
+from ..checks import check, recorded, shared
 from ..disk import locks, uvenv, verdicts
 from ..evidence import report
 from ..run import sandbox
@@ -19,22 +19,6 @@ KEY_VERSION = 1
 # Verdicts kept per hill folder, newest first: enough to go back and forth
 # between a few versions without running their tests again.
 KEPT = 8
-
-
-def _counted_variable(name: str) -> bool:
-    """The environment variables the checks read, or that decide what the
-    hill's tests import: PATH (a command evaluator, uv) and Python's own."""
-    return name == "PATH" or name.startswith("PYTHON")
-
-
-def _search_path() -> str:
-    """PATH, less the exec-path git puts first when it runs a hook: it holds
-    git's own helpers, which no check looks up, and a verdict of `hills
-    commit` holds for the hook of a plain git commit too."""
-    path = os.environ.get("PATH", "")
-    exec_path = os.environ.get("GIT_EXEC_PATH")
-    first, _, rest = path.partition(os.pathsep)
-    return rest if exec_path and first == exec_path else path
 
 
 class Gate(NamedTuple):
@@ -48,16 +32,6 @@ class Gate(NamedTuple):
     @property
     def failed(self) -> list[shared.Result]:
         return [result for result in self.results if result.status == "fail"]
-
-
-def _file_identity(path: str) -> list[object]:
-    """A binary named by path and, since it can be replaced in place, its size and mtime."""
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return [real, None]
-    return [real, st.st_size, st.st_mtime_ns]
 
 
 def gate_key(hill: Hill, cache: locks.StatCache, listing: verdicts.Listing | None) -> str | None:
@@ -101,16 +75,16 @@ def gate_key(hill: Hill, cache: locks.StatCache, listing: verdicts.Listing | Non
         return None
     for entry in entries:
         add("file", entry)
-    add("interpreter", _file_identity(uvenv.interpreter()))
-    add("uv", _file_identity(uv))
+    add("interpreter", recorded.file_identity(uvenv.interpreter()))
+    add("uv", recorded.file_identity(uv))
     add("bwrap", sandbox.bwrap_works())
     # The isolation check mounts machine state where it really is.
     add("home", [state.home(), os.path.realpath(state.home())])
     from ..checks import probe
 
     add("leak probe", probe.digest_inputs(hill.path))
-    add("variables", {name: _search_path() if name == "PATH" else value
-                      for name, value in os.environ.items() if _counted_variable(name)})
+    add("variables", {name: recorded.search_path() if name == "PATH" else value
+                      for name, value in os.environ.items() if recorded.counted_variable(name)})
     return digest.hexdigest()
 
 
@@ -173,5 +147,48 @@ def run(hill: Hill, cache: locks.StatCache, tell: Callable[[shared.Result], obje
         return gate
     gate = gate._replace(listing=verdicts.listing_of(hill))
     if key is not None and gate_key(hill, cache, gate.listing) == key:
-        _remember(path, key, results, verdicts.files_digest(hill, cache, gate.listing))
+        _remember(path, key, [recorded.plain(result) for result in results],
+                  verdicts.files_digest(hill, cache, gate.listing))
     return gate
+
+
+def checked(hill: Hill, tests: bool = True, tell: Callable[[shared.Result], object] | None = None,
+            say: Callable[[str], object] | None = None, fresh: bool = False) -> list[shared.Result]:
+    """`hills check`: every check runs (the leak probe and the cheat corpus
+    from their records, unless `fresh`), and when all pass with the hill's
+    tests, the verdict is remembered as `run` remembers it, with the answer
+    leak scan's: a `hills commit` of the same inputs right after runs none
+    of them again. Only when the inputs after the checks are the ones
+    before them, as in `run`."""
+    from ..checks import leakscan
+
+    cache = locks.StatCache(hill.path)
+    listing = verdicts.listing_of(hill)
+    key = gate_key(hill, cache, listing) if tests else None
+    leak_key = _leak_key(hill, cache, listing) if key is not None else None
+    results = check.run_checks(hill.path, tests=tests, tell=tell, say=say, fresh=fresh)
+    if key is None or any(result.status == "fail" for result in results):
+        cache.save()
+        return results
+    after = verdicts.listing_of(hill)
+    if gate_key(hill, cache, after) == key:
+        plain = [recorded.plain(result) for result in results]
+        _remember(verdicts.verdicts_path(hill), key, plain, verdicts.files_digest(hill, cache, after))
+        scan = next((result for result in plain if result.name == "answer leak"), None)
+        if scan is not None and scan.status == "ok" and leak_key is not None \
+                and _leak_key(hill, cache, after) == leak_key:
+            leakscan.remember(hill.path, leak_key, scan)
+    cache.save()
+    return results
+
+
+def _leak_key(hill: Hill, cache: locks.StatCache, listing: verdicts.Listing | None) -> str | None:
+    """The answer leak scan's verdict key (leakscan.verdict_key), or None where it cannot be known."""
+    from ..checks import leakscan
+
+    if listing is None:
+        return None
+    try:
+        return leakscan.verdict_key(hill.path, cache, listing[0] + listing[1])
+    except (HillsError, OSError):
+        return None
