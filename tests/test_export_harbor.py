@@ -26,7 +26,27 @@ NAME = "exported"
 BLOBS = 'blobs:\n  track: ["data/*.bin"]\n'
 PRIVATE = {"answers.csv": "id,answer\n1,42\n2,17\n3,99\n", "holdout/inputs.txt": "the held-out inputs: 5 8 13 21\n"}
 HARBOR = "harbor==0.25.0"
-PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+
+
+def _python_for_harbor() -> Path | None:
+    """An interpreter of Python 3.12 or later for the side venv: Debian's or
+    /usr/local's, else pyenv's (its shims on PATH answer only where pyenv
+    selects that version, so its versions are looked up directly)."""
+    import glob
+
+    found = [*sorted(glob.glob("/usr/bin/python3.1[2-9]")), *sorted(glob.glob("/usr/local/bin/python3.1[2-9]"))]
+    for root in (os.environ.get("PYENV_ROOT"), os.path.expanduser("~/.pyenv"), "/root/.pyenv"):
+        if root:
+            found += sorted(glob.glob(os.path.join(root, "versions", "3.1[2-9].*", "bin", "python3.1[2-9]")))
+    for candidate in found:
+        done = subprocess.run([candidate, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                              capture_output=True)
+        if done.returncode == 0:
+            return Path(candidate)
+    return None
+
+
+PYTHON312 = _python_for_harbor()
 UV = Path(sys.executable).with_name("uv")
 # uv's cache as the caller had it (CI exports its own): the side venvs are
 # built from it; the hermetic machine's empty cache would download them.
@@ -80,7 +100,8 @@ def _uv(*argv, cwd=None):
 def _venv(folder, *packages):
     """A Python 3.12 venv at `folder` holding `packages`: a failure fails the
     test (CI has the interpreter and uv's cache), never skips it."""
-    assert PYTHON312.is_file(), f"{PYTHON312} is missing: harbor needs Python 3.12"
+    assert PYTHON312 is not None, ("no Python 3.12 or later found (/usr/bin, /usr/local/bin, pyenv's versions): "
+                                   "harbor needs one")
     _uv("venv", "-q", "-p", PYTHON312, folder)
     _uv("pip", "install", "-q", "--python", Path(folder) / "bin" / "python", *packages)
     return Path(folder)
