@@ -47,6 +47,10 @@ CONFIG_KEYS = frozenset({"version", "user", "socket", "admins", "climbers", "ray
 # Switched off only by a test, to show what the bounds hold off: slots
 # taken at accept before the role is known, nothing per user.
 FAIR = True
+# Switched off only by a test, to show what it holds off: the same-user
+# warm server and spare a `hills tune`'s trial evals start under the
+# service user when the service's environment leaves HILLS_WARM on.
+WARM_OFF = True
 
 
 class Config:
@@ -161,7 +165,8 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     # No same-user warm server under the service user, for an eval of its
     # own or a trial `hills tune` starts as a process: the service's warm
     # path is its own (docs/service-warm.md).
-    os.environ["HILLS_WARM"] = "off"
+    if WARM_OFF:
+        os.environ["HILLS_WARM"] = "off"
     listener = _listen(path)
     from ..warm import server as warm
 

@@ -165,7 +165,7 @@ def keep(hill: str, requests_dir: str, channel: socket.socket, notify: int,
             if standby is None:
                 say(f"no standby for hill '{hill}': not a plain eval a standby can be made for")
                 return
-            say(f"standby of hill '{hill}' waits in {standby.ctx.run_dir}")
+            say(f"keeper {os.getpid()}: standby of hill '{hill}' waits in {standby.ctx.run_dir}")
             os.write(notify, READY)
             claimed = _claim(channel)
             if claimed is None:
@@ -177,12 +177,18 @@ def keep(hill: str, requests_dir: str, channel: socket.socket, notify: int,
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if ONE_EVAL:
                 channel.close()  # a claim sent after this one is refused, and that eval runs cold
-            say(f"eval of hill '{hill}' for user '{user}' took the standby in {standby.ctx.run_dir}")
+            run_dir = standby.ctx.run_dir
             try:
                 code = run(conn, argv, user, standby)
             finally:
+                used = standby.used
                 standby.discard()
                 standby = None
+            if used:
+                say(f"keeper {os.getpid()}: eval of hill '{hill}' for user '{user}' took the standby in {run_dir}")
+            else:  # its plan did not fit (another version, a broken seal, --final...): it ran cold, here
+                say(f"keeper {os.getpid()}: eval of hill '{hill}' for user '{user}' did not fit the standby in "
+                    f"{run_dir}: it ran cold")
             try:
                 reply.send(json.dumps({"exit": code}).encode())
             except OSError:
