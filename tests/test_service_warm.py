@@ -24,23 +24,30 @@ pytestmark = [needs_root, pytest.mark.slow]
 
 PLAIN, LEAKY, SEALED = "warmed", "leaky", "sealed"
 
-# An evaluator that runs the submission's hook.py in its own process, when
-# there is one (the worst case for what an eval can leave behind: the
-# hill's example has none, so the leak probe of the gate never runs one).
+# An evaluator that runs the submission's sleep_hook.py, when there is one
+# (the hill's example has none), confined as submitted code always runs
+# (hills.sdk.run_submission), and reports what it printed. Named so that
+# the scoring phase sees it: the fixture's hills pass it the solution
+# phase's outputs only, answer.txt and sleep*.
 LEAKY_EVALUATOR = service_fixtures.EVALUATOR.replace('''    value = float((submission / "answer.txt").read_text())
 ''', '''    value = float((submission / "answer.txt").read_text())
-    hook = submission / "hook.py"
     seen = None
-    if hook.exists():
-        space = {"__name__": "hook"}
-        exec(compile(hook.read_text(), str(hook), "exec"), space)
-        seen = {"before": space["before"], "after": space["after"]}
+    if (submission / "sleep_hook.py").exists():
+        import json
+        import sys
+
+        from hills import sdk
+
+        done = sdk.run_submission([sys.executable, "sleep_hook.py"], capture_output=True, text=True)
+        lines = done.stdout.strip().splitlines()
+        seen = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"stderr": done.stderr[-2000:]}
 ''').replace('"details": {"secret_words": len(secret.split())}',
              '"details": {"secret_words": len(secret.split()), "seen": seen}')
 
 # What a climber's submission leaves, and what it finds left: an
 # environment variable, a file in /tmp and in its folder, a module's
-# attribute and a builtin, in the process that evaluates it.
+# attribute and a builtin, where it runs; it prints what it found before
+# and after it planted its own.
 HOOK = '''\
 import builtins, json, os
 
@@ -64,7 +71,7 @@ for folder in ("/tmp", "."):
             handle.write(TAG)
     except OSError:
         pass
-after = look()
+print(json.dumps({{"before": before, "after": look()}}))
 '''
 CLEAN = {"env": None, "module": None, "builtin": None, "tmp": [], "cwd": []}
 
@@ -94,7 +101,7 @@ def took(svc: Service, hill: str) -> list[tuple[str, str, str]]:
 
 def evaluate(svc: Service, user: str, folder: str, hill: str) -> dict:
     result = svc.hills(user, "eval", folder, "-H", hill, "--json")
-    assert result.code == 0, result.err
+    assert result.code == 0, (result.err, result.out and {key: result.report.get(key) for key in ("status", "reason")})
     return result.report
 
 
@@ -156,7 +163,7 @@ def test_what_one_climbers_submission_leaves_never_reaches_the_next_eval(service
     assert taken[0][0] != taken[1][0] and taken[0][2] != taken[1][2]
     # The first planted all of it where it ran, and its own look finds it there ...
     assert first["details"]["seen"]["after"] == {"env": "a", "module": "a", "builtin": "a", "tmp": ["leak-a"],
-                                                 "cwd": first["details"]["seen"]["after"]["cwd"]}
+                                                 "cwd": first["details"]["seen"]["after"]["cwd"]}, first["details"]
     # ... and the second finds nothing of it.
     assert second["details"]["seen"]["before"] == CLEAN
     assert second["user"] == other and second["status"] == "passing"
@@ -164,8 +171,10 @@ def test_what_one_climbers_submission_leaves_never_reaches_the_next_eval(service
 
 def _hooked(svc: Service, user: str, tag: str) -> str:
     folder = submission(svc, user, f"sub-leak-{tag}")
-    (Path(folder) / "hook.py").write_text(HOOK.format(tag=tag))
-    subprocess.run(["chown", f"{user}:{user}", str(Path(folder) / "hook.py")], check=True)
+    # Named so that the scoring phase sees it: the fixture's hills pass it
+    # the solution phase's outputs only, answer.txt and sleep*.
+    (Path(folder) / "sleep_hook.py").write_text(HOOK.format(tag=tag))
+    subprocess.run(["chown", f"{user}:{user}", str(Path(folder) / "sleep_hook.py")], check=True)
     return folder
 
 

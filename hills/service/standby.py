@@ -75,7 +75,8 @@ class Keepers:
         return {name: keeper.channel for name, keeper in self.by_hill.items() if keeper.ready}
 
     def heard(self, readable: list[int]) -> None:
-        """Act on what the keepers said: ready, or gone (the end of its pipe)."""
+        """Act on what the keepers said: ready, taken (it serves its one
+        eval and ends), or gone (the end of its pipe)."""
         for name, keeper in list(self.by_hill.items()):
             if keeper.notify not in readable:
                 continue
@@ -83,10 +84,10 @@ class Keepers:
                 said = os.read(keeper.notify, 64)
             except OSError:
                 said = b""
-            if said:
+            if said and TOOK not in said:
                 keeper.ready = keeper.ready or READY in said
                 continue
-            self._forget(name)
+            self._forget(name)  # gone, or busy with the one eval it serves
 
     def want(self, hill: str, body: Callable[[str, socket.socket, int], None], close: Callable[[], None]) -> None:
         """A keeper for `hill`, unless one lives (after an eval of it): a
@@ -177,6 +178,7 @@ def keep(hill: str, requests_dir: str, channel: socket.socket, notify: int,
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if ONE_EVAL:
                 channel.close()  # a claim sent after this one is refused, and that eval runs cold
+                os.write(notify, TOOK)  # the listener forgets it now: the next eval's keeper is another
             run_dir = standby.ctx.run_dir
             try:
                 code = run(conn, argv, user, standby)
