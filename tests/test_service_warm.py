@@ -200,9 +200,9 @@ def test_a_keeper_serves_one_eval_and_with_the_boundary_off_the_same_one_serves_
 def test_a_commit_drops_the_standby_and_the_next_eval_scores_the_new_version(service):
     svc, _ = service
     folder = submission(svc, svc.climber, "sub-commit")
-    evaluate(svc, svc.climber, folder, PLAIN)
     made = serve_log(svc).count(f"standby of hill '{PLAIN}' waits")
-    old_run = waiting(svc, PLAIN, made)
+    evaluate(svc, svc.climber, folder, PLAIN)  # a standby follows it, for the version it scored
+    old_run = waiting(svc, PLAIN, made + 1)
     hill = Path(home_of(svc.admin)) / "project" / ".hills" / PLAIN
     readme = hill / "README.md"
     readme.write_text(readme.read_text() + "\nSecond version.\n")
@@ -212,7 +212,7 @@ def test_a_commit_drops_the_standby_and_the_next_eval_scores_the_new_version(ser
     before = len(took(svc, PLAIN))
     after = evaluate(svc, svc.climber, folder, PLAIN)
     assert len(took(svc, PLAIN)) == before  # the old standby was gone: this one ran cold
-    new_run = waiting(svc, PLAIN, made + 1)
+    new_run = waiting(svc, PLAIN, made + 2)
     again = evaluate(svc, svc.climber, folder, PLAIN)
     assert took(svc, PLAIN)[-1][2] == new_run != old_run
     assert after["tree_hash"] == again["tree_hash"] != _tree_of(svc, old_run)
