@@ -198,7 +198,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
         while True:
             _reap(children, ends, layout)
             keepers.reap()
-            waited = [listener, *keepers.fds(), *(fd for pid, fd in ends.items() if pid not in heard)]
+            waited: list[Any] = [listener, *keepers.fds(), *(fd for pid, fd in ends.items() if pid not in heard)]
             readable = select.select(waited, [], [], 1.0)[0]
             keepers.heard(readable)
             for pid, fd in list(ends.items()):

@@ -20,6 +20,7 @@ from ..base.errors import leave_now
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from ..run.standby import Standby
     from .protocol import Connection
@@ -37,10 +38,13 @@ READY, TOOK, GO = b"R", b"T", b"G"
 
 def say(message: str) -> None:
     """One line in the service's own log (its stderr), never the caller's."""
+    stream = sys.__stderr__
+    if stream is None:
+        return
     try:
-        sys.__stderr__.write(f"hills service: {message}\n")
-        sys.__stderr__.flush()
-    except (OSError, ValueError, AttributeError):
+        stream.write(f"hills service: {message}\n")
+        stream.flush()
+    except (OSError, ValueError):
         pass
 
 
@@ -74,7 +78,7 @@ class Keepers:
         """The channel of each keeper that waits with its standby."""
         return {name: keeper.channel for name, keeper in self.by_hill.items() if keeper.ready}
 
-    def heard(self, readable: list[int]) -> None:
+    def heard(self, readable: list[Any]) -> None:
         """Act on what the keepers said: ready, taken (it serves its one
         eval and ends), or gone (the end of its pipe)."""
         for name, keeper in list(self.by_hill.items()):
