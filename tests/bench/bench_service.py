@@ -8,6 +8,7 @@ a timed one. Needs root, to make the service's users; says why it skips
 without."""
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -60,11 +61,15 @@ def main():
                  interleaved(same_user, through_service, rounds=11, pause=0.3))
         log = svc.base / "serve.log"
         before = log.read_text().count("took the standby")
+        warm_log = Path(f"/tmp/hills-warm-{pwd.getpwnam(svc.climber).pw_uid}/warm.log")
+        warm_before = warm_log.read_text().count("with its standby") if warm_log.exists() else 0
         compared("hills eval through the service vs same-user warm",
                  interleaved(same_user_warm, through_service, rounds=11, warmup=2, pause=0.3), 1.2)
         # What the service's warm path did, said by its own log (docs/service-warm.md).
         print(f"{'  evals through the service that took its standby':<58} "
               f"{log.read_text().count('took the standby') - before} of 13")
+        served = (warm_log.read_text().count("with its standby") if warm_log.exists() else 0) - warm_before
+        print(f"{'  same-user evals a spare served with its standby':<58} {served} of 13")
         # The warm same-user server and its spare are the climber's: gone with it.
         svc.hills(svc.climber, "warm", "stop", "--all", **off)
     finally:
