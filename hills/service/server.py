@@ -171,7 +171,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     from ..warm import server as warm
 
     warm.preload()  # each connection's fork starts with the eval's code loaded
-    keepers = service_standby.Keepers(layout.requests)
+    keepers = service_standby.Keepers(layout.standbys)
     import signal
 
     def stop(signum: int, frame: object) -> None:
@@ -276,7 +276,7 @@ def _keeper(layout: "Layout", hill_name: str, channel: socket.socket, notify: in
     def run(conn: protocol.Connection, argv: list[str], user: str, standby: Standby) -> int:
         return run_command(conn, layout, user, ["eval", *argv], standby)
 
-    service_standby.keep(hill_name, layout.requests, channel, notify, run)
+    service_standby.keep(hill_name, layout.standbys, channel, notify, run)
 
 
 class Caller:
@@ -417,11 +417,14 @@ class Layout:
         self.requests = os.path.join(state_dir, "requests")
         self.vault = os.path.join(self.home, "vault")
         self.slots = os.path.join(state_dir, "slots")
+        self.standbys = os.path.join(state_dir, "standby")
 
     def prepare(self) -> None:
         os.environ["HILLS_HOME"] = self.home
         shutil.rmtree(self.slots, ignore_errors=True)  # the shares of a service that stopped
-        for folder in (self.home, self.project, self.hills_dir, self.requests, self.vault, self.slots):
+        shutil.rmtree(self.standbys, ignore_errors=True)  # and its keepers' placeholders
+        for folder in (self.home, self.project, self.hills_dir, self.requests, self.vault, self.slots,
+                       self.standbys):
             os.makedirs(folder, mode=0o700, exist_ok=True)
         from ..base import state
 

@@ -33,7 +33,10 @@ ONE_EVAL = True
 IDLE_S = 600.0
 # How long a connection waits for a keeper it found waiting to answer its claim.
 CLAIM_S = 5.0
-READY, TOOK, GO = b"R", b"T", b"G"
+# A hill a keeper could make no standby for gets no other for this long (a
+# hill with an exclusive resource, say, would otherwise cost a fork per eval).
+BARREN_S = 60.0
+READY, TOOK, GO, NONE = b"R", b"T", b"G", b"N"
 
 
 def say(message: str) -> None:
@@ -66,9 +69,10 @@ class Keeper:
 class Keepers:
     """Every keeper of the service, by hill name; at most one per hill."""
 
-    requests_dir: str
+    folder: str
     by_hill: dict[str, Keeper] = field(default_factory=dict)
     pids: set[int] = field(default_factory=set)  # every keeper not yet waited for, dropped ones too
+    barren: dict[str, float] = field(default_factory=dict)  # hill -> when its keeper could make no standby
 
     def fds(self) -> list[int]:
         """The pipes the listener waits on."""
@@ -88,7 +92,9 @@ class Keepers:
                 said = os.read(keeper.notify, 64)
             except OSError:
                 said = b""
-            if said and TOOK not in said:
+            if NONE in said:
+                self.barren[name] = time.monotonic()
+            if said and TOOK not in said and NONE not in said:
                 keeper.ready = keeper.ready or READY in said
                 continue
             self._forget(name)  # gone, or busy with the one eval it serves
@@ -97,7 +103,7 @@ class Keepers:
         """A keeper for `hill`, unless one lives (after an eval of it): a
         fork of the listener that runs `body(hill, channel, notify)` after
         `close()` shut what is the listener's alone, and never returns."""
-        if hill in self.by_hill:
+        if hill in self.by_hill or time.monotonic() - self.barren.get(hill, -BARREN_S) < BARREN_S:
             return
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         read_end, write_end = os.pipe()
@@ -126,6 +132,7 @@ class Keepers:
                 pass
             say(f"standby of hill '{name}' dropped: {why}")
             self._forget(name)
+        self.barren.clear()
 
     def reap(self) -> None:
         """Wait for the keepers that ended and remove what they left."""
@@ -133,7 +140,7 @@ class Keepers:
 
         for pid in ended(self.pids):
             self.pids.discard(pid)
-            shutil.rmtree(os.path.join(self.requests_dir, f"{pid}-standby"), ignore_errors=True)
+            shutil.rmtree(os.path.join(self.folder, f"{pid}-standby"), ignore_errors=True)
 
     def _forget(self, name: str) -> None:
         keeper = self.by_hill.pop(name)
@@ -148,7 +155,7 @@ class Keepers:
         self.by_hill = {}
 
 
-def keep(hill: str, requests_dir: str, channel: socket.socket, notify: int,
+def keep(hill: str, folder: str, channel: socket.socket, notify: int,
          run: Callable[[Connection, list[str], str, Standby], int]) -> None:
     """The keeper of `hill`, in a fresh fork of the listener: make a standby
     for a plain eval of it, wait for the connection that claims it, and run
@@ -158,7 +165,7 @@ def keep(hill: str, requests_dir: str, channel: socket.socket, notify: int,
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    placeholder = os.path.join(requests_dir, f"{os.getpid()}-standby")
+    placeholder = os.path.join(folder, f"{os.getpid()}-standby")
     standby: Standby | None = None
     try:
         os.mkdir(placeholder, 0o700)
@@ -169,6 +176,7 @@ def keep(hill: str, requests_dir: str, channel: socket.socket, notify: int,
             standby = run_standby.reserve(asked) if asked is not None else None
             if standby is None:
                 say(f"no standby for hill '{hill}': not a plain eval a standby can be made for")
+                os.write(notify, NONE)
                 return
             say(f"keeper {os.getpid()}: standby of hill '{hill}' waits in {standby.ctx.run_dir}")
             os.write(notify, READY)
