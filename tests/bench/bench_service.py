@@ -67,9 +67,9 @@ def main():
                  interleaved(same_user_warm, through_service, rounds=11, warmup=2, pause=0.3), 1.2)
         # What the service's warm path did, said by its own log (docs/service-warm.md).
         print(f"{'  evals through the service that took its standby':<58} "
-              f"{log.read_text().count('took the standby') - before} of 13")
+              f"{log.read_text().count('took the standby') - before} of 13 (2 untimed first)")
         served = (warm_log.read_text().count("with its standby") if warm_log.exists() else 0) - warm_before
-        print(f"{'  same-user evals a spare served with its standby':<58} {served} of 13")
+        print(f"{'  same-user evals a spare served with its standby':<58} {served} of 13 (2 untimed first)")
         # The warm same-user server and its spare are the climber's: gone with it.
         svc.hills(svc.climber, "warm", "stop", "--all", **off)
     finally:
