@@ -135,6 +135,12 @@ def test_an_eval_takes_the_standby_the_service_made_after_the_last(service):
     first = evaluate(svc, svc.climber, folder, PLAIN)
     assert not took(svc, PLAIN), "no standby before the hill's first eval"
     run_dir = waiting(svc, PLAIN, 1)
+    # The keeper holds the next eval's seeds: a process of the service user
+    # whose /proc files are closed to that user's other processes (root's).
+    keeper = re.findall(rf"keeper (\d+): standby of hill '{PLAIN}' waits", serve_log(svc))[0]
+    status = Path(f"/proc/{keeper}/status").read_text()
+    assert re.search(rf"^Uid:\s+{pwd.getpwnam(svc.user).pw_uid}\s", status, re.M), status
+    assert os.stat(f"/proc/{keeper}/environ").st_uid == 0
     second = evaluate(svc, svc.climber, folder, PLAIN)
     taken = took(svc, PLAIN)
     assert [(user, where) for _, user, where in taken] == [(svc.climber, run_dir)]

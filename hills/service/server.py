@@ -197,6 +197,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     try:
         while True:
             _reap(children, ends, layout)
+            heard &= set(ends)  # a pid reaped may come back as another connection's
             keepers.reap()
             waited: list[Any] = [listener, *keepers.fds(), *(fd for pid, fd in ends.items() if pid not in heard)]
             readable = select.select(waited, [], [], 1.0)[0]

@@ -168,6 +168,13 @@ def keep(hill: str, folder: str, channel: socket.socket, notify: int,
     placeholder = os.path.join(folder, f"{os.getpid()}-standby")
     standby: Standby | None = None
     try:
+        # Before any seed is drawn, as a same-user spare does (docs/standby.md):
+        # no other process of the service user (an unconfined evaluator of a
+        # hill declared `sandbox: none`) may read them from this one.
+        if not _undumpable():
+            say(f"no standby for hill '{hill}': cannot make the keeper's memory unreadable")
+            os.write(notify, NONE)
+            return
         os.mkdir(placeholder, 0o700)
         while True:
             # The submission is not part of what a standby is made for: a
@@ -262,6 +269,17 @@ def _claim(channel: socket.socket) -> tuple[Connection, socket.socket, list[str]
         reply.settimeout(None)
         return Connection(conn_sock), reply, [str(arg) for arg in job["argv"]], str(job["user"])
     return None
+
+
+def _undumpable() -> bool:
+    """Whether this process's memory and /proc files are now closed to the
+    other processes of its user (PR_SET_DUMPABLE 0)."""
+    from ..run import runner
+
+    try:
+        return runner.prctl(4, 0) == 0
+    except (OSError, AttributeError, ImportError, TypeError):
+        return False
 
 
 class _Stopped(Exception):
