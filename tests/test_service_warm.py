@@ -305,3 +305,24 @@ def test_a_tune_through_the_service_leaves_no_warm_server_of_the_service_user(se
     finally:
         svc.shell(svc.user, f"cd / && {' '.join(svc.python)} -m hills.warm stop --all", HOME=str(svc.state),
                   HILLS_HOME=str(svc.state / "home"))
+
+
+def test_two_evals_at_once_are_both_scored_and_one_standby_serves_one_of_them(service):
+    svc, other = service
+    folders = {user: submission(svc, user, "sub-twice") for user in (svc.climber, other)}
+    made = serve_log(svc).count(f"standby of hill '{PLAIN}' waits")
+    evaluate(svc, svc.climber, folders[svc.climber], PLAIN)
+    waiting(svc, PLAIN, made + 1)
+    before = len(took(svc, PLAIN))
+    running = [subprocess.Popen(svc.argv(user, [*svc.python, "-m", "hills", "eval", folder, "-H", PLAIN, "--json"]),
+                                cwd=home_of(user), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for user, folder in folders.items()]
+    reports = []
+    for process in running:
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, err
+        reports.append(json.loads(out))
+    assert sorted(report["user"] for report in reports) == sorted(folders)
+    assert all(report["status"] == "passing" and report["trust"] == "service" for report in reports)
+    assert reports[0]["run_id"] != reports[1]["run_id"]
+    assert len(took(svc, PLAIN)) - before == 1  # the other ran cold, in its own process
