@@ -326,3 +326,17 @@ def test_two_evals_at_once_are_both_scored_and_one_standby_serves_one_of_them(se
     assert all(report["status"] == "passing" and report["trust"] == "service" for report in reports)
     assert reports[0]["run_id"] != reports[1]["run_id"]
     assert len(took(svc, PLAIN)) - before == 1  # the other ran cold, in its own process
+
+
+def test_an_eval_the_standby_was_not_made_for_leaves_it_to_the_next_plain_one(service):
+    svc, _ = service
+    folder = submission(svc, svc.climber, "sub-final")
+    made = serve_log(svc).count(f"standby of hill '{PLAIN}' waits")
+    evaluate(svc, svc.climber, folder, PLAIN)
+    run_dir = waiting(svc, PLAIN, made + 1)
+    final = svc.hills(svc.climber, "eval", folder, "-H", PLAIN, "--final", "--json")
+    assert final.code == 0, final.err
+    assert final.report["run_id"] != os.path.basename(run_dir)
+    assert run_dir not in serve_log(svc).split("waits in " + run_dir, 1)[1]  # nobody claimed it
+    plain = evaluate(svc, svc.climber, folder, PLAIN)
+    assert took(svc, PLAIN)[-1][2] == run_dir and plain["run_id"] == os.path.basename(run_dir)

@@ -705,7 +705,7 @@ class Handler:
         if name == "eval" and isinstance(hill_name, str):
             self.tell = f"eval {hill_name}\n".encode()
             channel = self.standbys.get(hill_name)
-            if channel is not None and typed.values.get("on") is None and len(typed.values["submissions"]) == 1:
+            if channel is not None and _plain_eval(typed):
                 code = service_standby.claim(channel, self.sock, argv, self.caller.user)
         if code is None:
             code = run_command(self.conn, self.layout, self.caller.user, [name, *argv])
@@ -733,6 +733,17 @@ class Handler:
                 continue
             self.conn.record({"type": "file", "key": name.removeprefix("@"), "size": len(content)})
             self.conn.data(content)
+
+
+# The eval fields a keeper's standby is made without: an eval that sets one
+# would not fit it (docs/service-warm.md), and leaves it to the next.
+_NOT_PLAIN = ("param", "final", "force", "current", "verbose", "repeat", "against", "knob", "on", "workers")
+
+
+def _plain_eval(typed: service_requests.Typed) -> bool:
+    """Whether an eval request is the plain one a keeper's standby is made for."""
+    return len(typed.values.get("submissions") or ()) == 1 and not any(
+        typed.values.get(key) not in (None, False, (), []) for key in _NOT_PLAIN)
 
 
 def run_command(conn: protocol.Connection, layout: Layout, user: str, argv: list[str],
