@@ -204,7 +204,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
             keepers.heard(readable)
             for pid, fd in list(ends.items()):
                 if fd in readable and pid not in heard:
-                    _told(pid, fd, heard, keepers, layout, listener)
+                    _told(pid, fd, heard, keepers, layout, listener, ends)
             if listener not in readable:
                 continue
             try:
@@ -246,7 +246,7 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
 
 
 def _told(pid: int, fd: int, heard: set[int], keepers: service_standby.Keepers, layout: "Layout",
-          listener: socket.socket) -> None:
+          listener: socket.socket, ends: dict[int, int]) -> None:
     """Act on what the connection `pid` said on its pipe as it was answered:
     `eval HILL` (a keeper for that hill's next eval, if none waits), `drop`
     (a version was committed or pinned: every standby goes)."""
@@ -263,7 +263,14 @@ def _told(pid: int, fd: int, heard: set[int], keepers: service_standby.Keepers, 
             keepers.drop_all("a version was committed or pinned")
         elif word == "eval" and hill:
             keepers.want(hill, lambda name, channel, notify: _keeper(layout, name, channel, notify),
-                         listener.close)
+                         lambda: _close_listeners(listener, ends))
+
+
+def _close_listeners(listener: socket.socket, ends: dict[int, int]) -> None:
+    """In a keeper's fork: what is the listener's alone."""
+    listener.close()
+    for fd in ends.values():
+        os.close(fd)
 
 
 def _keeper(layout: "Layout", hill_name: str, channel: socket.socket, notify: int) -> None:
@@ -703,12 +710,14 @@ class Handler:
         code = None
         hill_name = typed.values.get("hill")
         if name == "eval" and isinstance(hill_name, str):
-            self.tell = f"eval {hill_name}\n".encode()
             channel = self.standbys.get(hill_name)
             if channel is not None and _plain_eval(typed):
                 code = service_standby.claim(channel, self.sock, argv, self.caller.user)
         if code is None:
             code = run_command(self.conn, self.layout, self.caller.user, [name, *argv])
+        if name == "eval" and isinstance(hill_name, str) and code in (0, 1):
+            # Scored (passing or not): a hill the service has, whose next eval a keeper serves.
+            self.tell = f"eval {hill_name}\n".encode()
         if not self.conn.peer_gone:
             try:
                 self._send_outputs(outputs)

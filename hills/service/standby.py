@@ -89,13 +89,17 @@ class Keepers:
             if keeper.notify not in readable:
                 continue
             try:
-                said = os.read(keeper.notify, 64)
+                said = os.read(keeper.notify, 1 << 14)
             except OSError:
                 said = b""
-            if NONE in said:
-                self.barren[name] = time.monotonic()
-            if said and TOOK not in said and NONE not in said:
-                keeper.ready = keeper.ready or READY in said
+            words = _words(said)
+            for word, where in words:
+                if word == READY:
+                    keeper.ready = True
+                    say(f"keeper {keeper.pid}: standby of hill '{name}' waits in {where}")
+                elif word == NONE:
+                    self.barren[name] = time.monotonic()
+            if said and not any(word in (TOOK, NONE) for word, _ in words):
                 continue
             self._forget(name)  # gone, or busy with the one eval it serves
 
@@ -155,6 +159,20 @@ class Keepers:
         self.by_hill = {}
 
 
+def _words(said: bytes) -> list[tuple[bytes, str]]:
+    """What a keeper said on its pipe, in order: READY with its run folder
+    (up to a newline), TOOK, NONE."""
+    words = []
+    while said:
+        word, said = said[:1], said[1:]
+        where = ""
+        if word == READY:
+            line, _, said = said.partition(b"\n")
+            where = line.decode("utf-8", "replace")
+        words.append((word, where))
+    return words
+
+
 def keep(hill: str, folder: str, channel: socket.socket, notify: int,
          run: Callable[[Connection, list[str], str, Standby], int]) -> None:
     """The keeper of `hill`, in a fresh fork of the listener: make a standby
@@ -185,8 +203,9 @@ def keep(hill: str, folder: str, channel: socket.socket, notify: int,
                 say(f"no standby for hill '{hill}': not a plain eval a standby can be made for")
                 os.write(notify, NONE)
                 return
-            say(f"keeper {os.getpid()}: standby of hill '{hill}' waits in {standby.ctx.run_dir}")
-            os.write(notify, READY)
+            # Said in the log by the listener once it knows: a connection
+            # that comes after the line is handed this keeper.
+            os.write(notify, READY + standby.ctx.run_dir.encode("utf-8", "surrogateescape") + b"\n")
             claimed = _claim(channel)
             if claimed is None:
                 say(f"standby of hill '{hill}' ended: nobody claimed it in {IDLE_S:.0f} s")
@@ -221,8 +240,13 @@ def keep(hill: str, folder: str, channel: socket.socket, notify: int,
             signal.signal(signal.SIGTERM, _stop)
     except _Stopped:
         pass
-    except Exception as exc:  # a bug: said in the service's log; the connection runs cold
+    except Exception as exc:  # said in the service's log; the next evals of the hill run cold
         say(f"keeper of hill '{hill}' failed: {type(exc).__name__}: {exc}")
+        if standby is None:  # no standby made: none for a while (a hill that cannot have one)
+            try:
+                os.write(notify, NONE)
+            except OSError:
+                pass
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if standby is not None:
