@@ -39,6 +39,10 @@ def main() -> None:
     args = sys.argv[1:]
     remote = _through_service(program, args)
     if remote is not None:
+        if _flushed():
+            # The client has written its files whole and closed its socket:
+            # nothing needs the interpreter's teardown (docs/service-warm.md).
+            os._exit(remote)
         sys.exit(remote)
     verb = fast_verb(program, args)
     served = None

@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import re
+import select
 import shutil
 import socket
 import stat as stat_module
@@ -19,12 +20,14 @@ import time
 
 from ..base.errors import leave_now
 from .. import entry
-from . import protocol, requests as service_requests
+from . import protocol, requests as service_requests, standby as service_standby
 from ..base.errors import EnvironmentProblem, HillsError, Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..run.standby import Standby
 
 DEFAULT_USER = "hills"
 DEFAULT_STATE = "/var/lib/hills"
@@ -44,6 +47,10 @@ CONFIG_KEYS = frozenset({"version", "user", "socket", "admins", "climbers", "ray
 # Switched off only by a test, to show what the bounds hold off: slots
 # taken at accept before the role is known, nothing per user.
 FAIR = True
+# Switched off only by a test, to show what it holds off: the same-user
+# warm server and spare a `hills tune`'s trial evals start under the
+# service user when the service's environment leaves HILLS_WARM on.
+WARM_OFF = True
 
 
 class Config:
@@ -155,10 +162,16 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     path = socket_override or config.socket
     layout = Layout(state_dir)
     layout.prepare()
+    # No same-user warm server under the service user, for an eval of its
+    # own or a trial `hills tune` starts as a process: the service's warm
+    # path is its own (docs/service-warm.md).
+    if WARM_OFF:
+        os.environ["HILLS_WARM"] = "off"
     listener = _listen(path)
     from ..warm import server as warm
 
     warm.preload()  # each connection's fork starts with the eval's code loaded
+    keepers = service_standby.Keepers(layout.standbys)
     import signal
 
     def stop(signum: int, frame: object) -> None:
@@ -180,9 +193,20 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     # the last record: a caller's next request may come before that process
     # has ended, and must not find its own finished requests holding slots.
     ends: dict[int, int] = {}
+    heard: set[int] = set()  # connections whose pipe said all it will
     try:
         while True:
             _reap(children, ends, layout)
+            heard &= set(ends)  # a pid reaped may come back as another connection's
+            keepers.reap()
+            waited: list[Any] = [listener, *keepers.fds(), *(fd for pid, fd in ends.items() if pid not in heard)]
+            readable = select.select(waited, [], [], 1.0)[0]
+            keepers.heard(readable)
+            for pid, fd in list(ends.items()):
+                if fd in readable and pid not in heard:
+                    _told(pid, fd, heard, keepers, layout, listener, ends)
+            if listener not in readable:
+                continue
             try:
                 listener.settimeout(1.0)
                 conn, _ = listener.accept()
@@ -194,14 +218,16 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
                 refuse_now(conn, refusal)
                 continue
             read_end, write_end = os.pipe()
+            standbys = keepers.ready()
             pid = os.fork()
             if pid == 0:
                 listener.close()
                 for fd in (read_end, *ends.values()):
                     os.close(fd)
+                keepers.close_in_child()
                 code = 0
                 try:
-                    code = Handler(conn, layout, caller, write_end).handle()
+                    code = Handler(conn, layout, caller, write_end, standbys).handle()
                 finally:
                     leave_now(code)
             os.close(write_end)
@@ -210,12 +236,55 @@ def serve(state_dir: str, socket_override: str | None = None, ready: Any = None)
     except KeyboardInterrupt:
         return 0
     finally:
+        keepers.drop_all("the service stops")
         listener.close()
         try:
             if stat_module.S_ISSOCK(os.lstat(path).st_mode):
                 os.unlink(path)
         except OSError:
             pass
+
+
+def _told(pid: int, fd: int, heard: set[int], keepers: service_standby.Keepers, layout: "Layout",
+          listener: socket.socket, ends: dict[int, int]) -> None:
+    """Act on what the connection `pid` said on its pipe as it was answered:
+    `eval HILL` (a keeper for that hill's next eval, if none waits), `drop`
+    (a version was committed or pinned: every standby goes)."""
+    try:
+        said = os.read(fd, 4096)
+    except OSError:
+        said = b""
+    if not said:
+        heard.add(pid)
+        return
+    for line in said.decode("utf-8", "replace").splitlines():
+        word, _, hill = line.partition(" ")
+        if word == "drop":
+            keepers.drop_all("a version was committed or pinned")
+        elif word == "eval" and hill:
+            keepers.want(hill, lambda name, channel, notify: _keeper(layout, name, channel, notify),
+                         lambda: _close_listeners(listener, ends))
+
+
+def _close_listeners(listener: socket.socket, ends: dict[int, int]) -> None:
+    """In a keeper's fork: what is the listener's alone."""
+    listener.close()
+    for fd in ends.values():
+        os.close(fd)
+
+
+def _keeper(layout: "Layout", hill_name: str, channel: socket.socket, notify: int) -> None:
+    """A keeper's fork (hills.service.standby): as a connection's process
+    runs a command, in the service's copy of the hills."""
+    from ..disk import hill
+
+    hill.ONLY_HILLS_DIR = layout.hills_dir
+    os.chdir(layout.project)
+
+    def run(conn: protocol.Connection, argv: list[str], user: str, standby: Standby) -> int:
+        return run_command(conn, layout, user, ["eval", *argv], standby)
+
+    service_standby.keep(hill_name, layout.standbys, channel, notify, run)
 
 
 class Caller:
@@ -356,11 +425,14 @@ class Layout:
         self.requests = os.path.join(state_dir, "requests")
         self.vault = os.path.join(self.home, "vault")
         self.slots = os.path.join(state_dir, "slots")
+        self.standbys = os.path.join(state_dir, "standby")
 
     def prepare(self) -> None:
         os.environ["HILLS_HOME"] = self.home
         shutil.rmtree(self.slots, ignore_errors=True)  # the shares of a service that stopped
-        for folder in (self.home, self.project, self.hills_dir, self.requests, self.vault, self.slots):
+        shutil.rmtree(self.standbys, ignore_errors=True)  # and its keepers' placeholders
+        for folder in (self.home, self.project, self.hills_dir, self.requests, self.vault, self.slots,
+                       self.standbys):
             os.makedirs(folder, mode=0o700, exist_ok=True)
         from ..base import state
 
@@ -484,9 +556,14 @@ COMMIT_WAIT_S = 900.0
 class Handler:
     """One connection, in its own process: what the caller asks, and the answer."""
 
-    def __init__(self, sock: socket.socket, layout: Layout, caller: Caller, answered_fd: int | None = None) -> None:
+    def __init__(self, sock: socket.socket, layout: Layout, caller: Caller, answered_fd: int | None = None,
+                 standbys: dict[str, socket.socket] | None = None) -> None:
         self.sock, self.layout, self.caller = sock, layout, caller
         self.answered_fd = answered_fd  # closed just before the last record: the listener frees the slot
+        # The channel of each keeper that waited with its standby when this
+        # connection came (hills.service.standby), by hill name.
+        self.standbys = standbys or {}
+        self.tell = b""  # said to the listener as the caller is answered: `eval HILL`, `drop`
         self.conn = protocol.Connection(sock)
         self.folder: str | None = None
         self.held: list[int] = []  # the evaluator slots this request holds (open, locked files)
@@ -525,6 +602,11 @@ class Handler:
 
     def _answered(self) -> None:
         if self.answered_fd is not None:
+            if self.tell:
+                try:
+                    os.write(self.answered_fd, self.tell)
+                except OSError:
+                    pass
             os.close(self.answered_fd)
             self.answered_fd = None
 
@@ -622,30 +704,20 @@ class Handler:
                 return False
 
     def _run(self, typed: service_requests.Typed, argv: list[str], outputs: dict[str, str]) -> int:
-        from ..disk import hill
-        from ..evidence import caller
-
-        caller.serve_for(self.caller.user)
-        hill.ONLY_HILLS_DIR = self.layout.hills_dir
-        os.chdir(self.layout.project)
-        out = io.TextIOWrapper(io.BufferedWriter(_FrameWriter(self.conn, protocol.STDOUT)), encoding="utf-8",
-                               errors="surrogateescape", line_buffering=True)
-        err = io.TextIOWrapper(io.BufferedWriter(_FrameWriter(self.conn, protocol.STDERR)), encoding="utf-8",
-                               errors="surrogateescape", line_buffering=True)
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err
-        try:
-            if typed.verb.name == "commit":
-                code = _import_version(self.layout, argv[0])
-            else:
-                code = entry.run_here("hills", [typed.verb.name, *argv])
-        finally:
-            for stream in (out, err):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            sys.stdout, sys.stderr = saved
+        name = typed.verb.name
+        if name in ("commit", "pin"):
+            self.tell = b"drop\n"  # whatever it changed, no standby made before it is used
+        code = None
+        hill_name = typed.values.get("hill")
+        if name == "eval" and isinstance(hill_name, str):
+            channel = self.standbys.get(hill_name)
+            if channel is not None and _plain_eval(typed):
+                code = service_standby.claim(channel, self.sock, argv, self.caller.user)
+        if code is None:
+            code = run_command(self.conn, self.layout, self.caller.user, [name, *argv])
+        if name == "eval" and isinstance(hill_name, str) and code in (0, 1):
+            # Scored (passing or not): a hill the service has, whose next eval a keeper serves.
+            self.tell = f"eval {hill_name}\n".encode()
         if not self.conn.peer_gone:
             try:
                 self._send_outputs(outputs)
@@ -670,6 +742,49 @@ class Handler:
                 continue
             self.conn.record({"type": "file", "key": name.removeprefix("@"), "size": len(content)})
             self.conn.data(content)
+
+
+# The eval fields a keeper's standby is made without: an eval that sets one
+# would not fit it (docs/service-warm.md), and leaves it to the next.
+_NOT_PLAIN = ("param", "final", "force", "current", "verbose", "repeat", "against", "knob", "on", "workers")
+
+
+def _plain_eval(typed: service_requests.Typed) -> bool:
+    """Whether an eval request is the plain one a keeper's standby is made for."""
+    return len(typed.values.get("submissions") or ()) == 1 and not any(
+        typed.values.get(key) not in (None, False, (), []) for key in _NOT_PLAIN)
+
+
+def run_command(conn: protocol.Connection, layout: Layout, user: str, argv: list[str],
+                standby: Standby | None = None) -> int:
+    """Run `hills ARGV` (or an admin's commit, `commit BUNDLE`) in this
+    process for `user`, its output going to the client as frames;
+    `standby`: the keeper's, for an eval (hills.service.standby)."""
+    from ..disk import hill
+    from ..evidence import caller
+
+    caller.serve_for(user)
+    hill.ONLY_HILLS_DIR = layout.hills_dir
+    os.chdir(layout.project)
+    out = io.TextIOWrapper(io.BufferedWriter(_FrameWriter(conn, protocol.STDOUT)), encoding="utf-8",
+                           errors="surrogateescape", line_buffering=True)
+    err = io.TextIOWrapper(io.BufferedWriter(_FrameWriter(conn, protocol.STDERR)), encoding="utf-8",
+                           errors="surrogateescape", line_buffering=True)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        if argv[0] == "commit":
+            code = _import_version(layout, argv[1])
+        else:
+            code = entry.run_here("hills", argv, standby=standby)
+    finally:
+        for stream in (out, err):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = saved
+    return code
 
 
 def _output_paths(typed: service_requests.Typed, folder: str, streams: dict[str, str]) -> dict[str, str]:
