@@ -23,18 +23,22 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
     from ..views import attempts, rank
 
     items = []
+    verdicts: list[signing.Verdict | None] = []
     for path in reports:
         items.append((path, signing.load_report(path)))
+        verdicts.append(None)
     if hill_name:
         from ..disk import hill
 
         target = hill.resolve(hill_name)
-        items.extend(attempts.logged_reports(target))
+        logged, checked = attempts.logged_reports(target)
+        items.extend(logged)
+        verdicts.extend(checked)
     if not items:
         raise errors.UsageError("no reports to rank", hint="pass report files, or -H NAME for a hill's logged reports")
     from ..evidence.trust import machine_keys, trusted
 
-    result = rank.rank(items, machine_keys(), trusted())
+    result = rank.rank(items, machine_keys(), trusted(), verdicts)
     if as_json:
         emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
                                                     "noise_label": e["noise_label"],
