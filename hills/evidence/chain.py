@@ -598,7 +598,8 @@ def walk(path: str | os.PathLike[str], keys: Keys, also: dict[str, Any] | None =
     if own_break is not None and (scan.break_line is None or own_break < scan.break_line):
         scan.break_line = own_break
     report = _chain_report(scan, problems)
-    entries = scan.entries if scan.entries is not None else read(path)
+    # Every line parsed in the scan, or (a damaged log) by `read`, which says what each odd line is.
+    entries = scan.entries if scan.entries is not None and len(scan.entries) == scan.number else read(path)
     return Walk(report, [problem for problem in found if problem not in problems], entries)
 
 
@@ -632,6 +633,7 @@ def _forged_line(data: bytes, position: int, scan: _Scan, problems: list[str]) -
     """Report the line at `position`, one the fast scan found linked but
     not signed; returns where the next line starts."""
     number = scan.number = scan.number + 1
+    scan.entries = None  # parsed by `read`, as in the careful scan
     problems.append(f"line {number}: signature does not match its content (edited)")
     scan.break_line = scan.break_line or number
     # Its seq was checked; its own link is not to be trusted.
