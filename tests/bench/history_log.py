@@ -71,8 +71,6 @@ def grow(name, tree_hash, count, hill_dir=None, notes=False):
                     handle.write(bytes(pending))
                     pending.clear()
             if repo is not None and report.get("official"):
-                note = json.dumps({"report": report, "attempt": {"seq": outcome_at, "mac": link}},
-                                  sort_keys=True, separators=(",", ":"))
-                repo.append_note(logbook.NOTES_REF, head, note)
+                logbook.add_note(repo, head, report, {"seq": outcome_at, "mac": link})
             seq, prev = outcome_at + 1, link
     return seq
