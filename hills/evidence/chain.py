@@ -363,8 +363,12 @@ def _fast_scan(data: bytes, position: int, keys: Keys, scan: _Scan) -> tuple[int
         entry = None
         if collect is not None or (loose and (data.count(b'"prev":', position, cut) != 1
                                               or data.count(b'"seq":', position, cut) != 1)):
-            entry = _parse(data[position:end])
-            if entry is None:
+            try:
+                # What json.loads does with bytes that open with `{"`, less its guess at the encoding.
+                entry = json.loads(data[position:end].decode("utf-8", "surrogatepass"))
+            except ValueError:
+                break
+            if not isinstance(entry, dict):
                 break
             fields = _entry_fields(entry)
             if fields[0] != seq or fields[1] is None or (want_prev is not None and fields[1] != want_prev):

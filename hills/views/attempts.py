@@ -242,8 +242,9 @@ def checked(hill: Hill, current: bool = False, tree_hash: str | None = None, key
                                    "report": report})
         items.append((f"#{number[index]}", report))
         said.append(verdicts[index])
-    against_best(result["attempts"])
-    ranked = rank.rank(items, key, allowed, said)
+    known: dict[int, Any] = {}  # each report's group key, worked out once
+    against_best(result["attempts"], known)
+    ranked = rank.rank(items, key, allowed, said, known)
     result["best"] = [{"primary": g["primary"], "params_apart": g["params_apart"],
                        "source": g["entries"][0]["source"],
                        "report": g["entries"][0]["report"], "candidates": len(g["entries"]),
@@ -295,7 +296,7 @@ def _without_mode(report: dict[str, Any]) -> object:
     return (key[0], key[1], tuple(entry for entry in key[2] if entry[0] != "mode"), key[3], key[4])
 
 
-def against_best(rows: list[dict[str, Any]]) -> None:
+def against_best(rows: list[dict[str, Any]], known: dict[int, Any] | None = None) -> None:
     """Set each row's `best_before` (the first metric of the best passing,
     official report of its comparable group before it, or None), `noise`
     (its gap to that best is within noise: hills.run.replicates.within_noise)
@@ -311,7 +312,7 @@ def against_best(rows: list[dict[str, Any]]) -> None:
         row["best_before"], row["new_best"], row["noise"] = None, False, False
         if report.get("status") != "passing" or not report.get("official"):
             continue
-        key = rank.group_key(report)
+        key = rank.group_key(report, known)
         order = [(m["name"], m["direction"]) for m in report.get("metrics", []) if isinstance(m, dict)]
         held = best.get(key)
         if held is not None:

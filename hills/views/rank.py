@@ -5,7 +5,7 @@ directions."""
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import INFINITY as _INF, encode_basestring_ascii  # type: ignore[attr-defined]
 
 from ..evidence import signing
 from ..run import noise
@@ -29,6 +29,8 @@ def _text(value: object) -> str:
         return encode_basestring_ascii(value)
     if kind is int:
         return int.__repr__(value)  # type: ignore[arg-type]
+    if kind is float and value == value and value not in (_INF, -_INF):
+        return float.__repr__(value)  # type: ignore[arg-type]
     if value is None or kind is bool:
         return "null" if value is None else "true" if value else "false"
     return json.dumps(value, sort_keys=True)
@@ -53,13 +55,22 @@ def param_tuple(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((name, _text(value)) for name, value in params.items() if name not in skip))
 
 
-def group_key(report: dict[str, Any]) -> GroupKey:
+def group_key(report: dict[str, Any], known: dict[int, GroupKey] | None = None) -> GroupKey:
     """Reports rank together with the same hill version, primary config and
-    params; for a hill with timing metrics, on the same hardware too."""
+    params; for a hill with timing metrics, on the same hardware too.
+    `known`: the keys worked out already in this call, by the report
+    object's id (the caller keeps the reports alive meanwhile)."""
+    if known is not None:
+        found = known.get(id(report))
+        if found is not None:
+            return found
     from ..run.measures import same_machine_key
 
-    return (report.get("hill"), report.get("tree_hash"), primary_tuple(report), param_tuple(report),
-            same_machine_key(report))
+    key = (report.get("hill"), report.get("tree_hash"), primary_tuple(report), param_tuple(report),
+           same_machine_key(report))
+    if known is not None:
+        known[id(report)] = key
+    return key
 
 
 def params_apart(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -99,7 +110,8 @@ def sort_key(report: dict[str, Any], order: Sequence[tuple[str, str]]) -> list[t
 
 
 def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys, allowed: Sequence[Signer] | None = None,
-         verdicts: Sequence[signing.Verdict | None] | None = None) -> dict[str, list[dict[str, Any]]]:
+         verdicts: Sequence[signing.Verdict | None] | None = None,
+         known: dict[int, GroupKey] | None = None) -> dict[str, list[dict[str, Any]]]:
     """items: [(source, report)]. Returns {"groups": [...], "apart": [...]}.
 
     Only reports with a valid signature, official and passing are ranked;
@@ -116,8 +128,8 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys, allowed: Seque
         from ..evidence.trust import check_many
 
         check_many()  # a few ms per check in plain Python: many reports pay for the import
-    for (source, report), known in zip(items, given):
-        ok, reason = known if known is not None else signing.verify(report, keys, allowed)
+    for (source, report), said in zip(items, given):
+        ok, reason = said if said is not None else signing.verify(report, keys, allowed)
         if not ok:
             apart.append({"source": source, "report": report, "reason": reason})
             continue
@@ -129,7 +141,7 @@ def rank(items: Iterable[tuple[str, dict[str, Any]]], keys: Keys, allowed: Seque
             apart.append({"source": source, "report": report,
                           "reason": f"status {report.get('status')}: " + (report.get("reason") or "not passed")})
             continue
-        groups.setdefault(group_key(report), []).append((source, report))
+        groups.setdefault(group_key(report, known), []).append((source, report))
     ranked = []
     for (hill, tree_hash, primary, _params, machine), members in groups.items():
         order = [(m["name"], m["direction"]) for m in members[0][1].get("metrics", [])]
