@@ -5,7 +5,7 @@ directions."""
 from __future__ import annotations
 
 import json
-from json.encoder import INFINITY as _INF, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import INFINITY as _INF, encode_basestring_ascii
 
 from ..evidence import signing
 from ..run import noise
@@ -24,14 +24,13 @@ if TYPE_CHECKING:
 def _text(value: object) -> str:
     """`json.dumps(value, sort_keys=True)`, the common scalars without
     building an encoder: a ranking of 10,000 reports writes 100,000 of them."""
-    kind = type(value)
-    if kind is str:
+    if type(value) is str:
         return encode_basestring_ascii(value)
-    if kind is int:
-        return int.__repr__(value)  # type: ignore[arg-type]
-    if kind is float and value == value and value not in (_INF, -_INF):
-        return float.__repr__(value)  # type: ignore[arg-type]
-    if value is None or kind is bool:
+    if type(value) is int:
+        return int.__repr__(value)
+    if type(value) is float and value == value and value not in (_INF, -_INF):
+        return float.__repr__(value)
+    if value is None or type(value) is bool:
         return "null" if value is None else "true" if value else "false"
     return json.dumps(value, sort_keys=True)
 
