@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # Verbs declared as plain data (hills.cli.fast), and the standalone
 # name of each that has one.
-FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit"}
+FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit", "attempts": None}
 # Fast verbs whose process ends at once when the command is done (see main).
 LEAVE_AT_ONCE = frozenset({"eval"})
 # Fast verbs a warm server may run (docs/warm.md).

@@ -349,19 +349,21 @@ def _fast_scan(data: bytes, position: int, keys: Keys, scan: _Scan) -> tuple[int
         cut = end - tail
         if cut <= position or not startswith(mark, cut) or not startswith(b'"}', end - 2):
             break
-        if expect_prev is None:
-            found = find(b'"prev":"', position, cut)
-        else:
-            found = find(expect_prev, position, cut)
-        if found < 0:
-            break
-        loose = found != position + 1
-        marker = b'"seq":%d' % seq
-        found = rfind(marker, position, cut)
-        if found < 0 or data[found + len(marker)] not in b",}":
-            break
-        if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"sig"...`
-            loose = True
+        loose = False
+        if collect is None:  # else the parse below decides
+            if expect_prev is None:
+                found = find(b'"prev":"', position, cut)
+            else:
+                found = find(expect_prev, position, cut)
+            if found < 0:
+                break
+            loose = found != position + 1
+            marker = b'"seq":%d' % seq
+            found = rfind(marker, position, cut)
+            if found < 0 or data[found + len(marker)] not in b",}":
+                break
+            if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"sig"...`
+                loose = True
         entry = None
         if collect is not None or (loose and (data.count(b'"prev":', position, cut) != 1
                                               or data.count(b'"seq":', position, cut) != 1)):
