@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # name of each that has one.
 FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit", "attempts": None}
 # Fast verbs whose process ends at once when the command is done (see main).
-LEAVE_AT_ONCE = frozenset({"eval"})
+LEAVE_AT_ONCE = frozenset({"eval", "attempts"})
 # Fast verbs a warm server may run (docs/warm.md).
 WARM = frozenset({"eval"})
 
