@@ -17,6 +17,7 @@ from hills.cli import registry as cli
 from hills.commands import attempts as attempts_command
 from hills.commands import commit as commit_command
 from hills.commands import eval as eval_command
+from hills.commands import rank as rank_command
 from hills.commands import verify as verify_command
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -84,10 +85,22 @@ ATTEMPTS_ARGV = [
     (["cp", "--nope"], False),
     (["cp", "--help"], False),
 ]
-MODULES = {"eval": eval_command, "verify": verify_command, "commit": commit_command, "attempts": attempts_command}
+RANK_ARGV = [
+    (["-H", "cp"], True),
+    (["--hill=cp", "--json"], True),
+    (["a.json", "b.json"], True),
+    (["a.json", "-H", "cp", "--json"], True),
+    ([], True),  # no reports: the command says so
+    (["-H"], False),
+    (["--nope"], False),
+    (["-h"], False),
+]
+MODULES = {"eval": eval_command, "verify": verify_command, "commit": commit_command, "attempts": attempts_command,
+           "rank": rank_command}
 CASES = ([("eval", argv, fast) for argv, fast in EVAL_ARGV] + [("verify", argv, fast) for argv, fast in VERIFY_ARGV]
          + [("commit", argv, fast) for argv, fast in COMMIT_ARGV]
-         + [("attempts", argv, fast) for argv, fast in ATTEMPTS_ARGV])
+         + [("attempts", argv, fast) for argv, fast in ATTEMPTS_ARGV]
+         + [("rank", argv, fast) for argv, fast in RANK_ARGV])
 
 
 @pytest.mark.parametrize("verb, argv, fast", CASES, ids=[f"{verb} {' '.join(argv)}" for verb, argv, _ in CASES])
