@@ -25,8 +25,14 @@ DECLARED = fast.Declared("attempts", HELP, [
 
 def run(name: str, current: bool = False, tree_hash: str | None = None, as_json: bool = False) -> int:
     """The command: the table (or JSON) on stdout; exit 1 when the chain is broken."""
+    import gc
+
     from ..disk import hill
     from ..views import attempts
+
+    # A short process that makes next to no cyclic garbage: collections
+    # would walk every entry of a long log again and again.
+    gc.disable()
 
     target = hill.resolve(name)
     result = attempts.collect(target, current=current, tree_hash=tree_hash)

@@ -38,6 +38,11 @@ def command(name: str, output: str | None) -> int:
         if not os.path.isdir(folder):
             raise errors.UsageError(f"cannot write the journal to '{output}': folder '{folder}' does not exist")
     found = journal.collect(target)
+    import gc
+
+    # The plots make cyclic garbage, and collecting it must not walk every
+    # report read again and again: what was read is left out (still freed).
+    gc.freeze()
     page = journal.render(found)
     if output is None:
         emit(page.rstrip("\n"))

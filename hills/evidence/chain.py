@@ -596,16 +596,15 @@ def walk(path: str | os.PathLike[str], keys: Keys, also: dict[str, Any] | None =
 
 @contextlib.contextmanager
 def _parsing() -> Iterator[None]:
-    """No cyclic garbage collection while a log is parsed, and what was
-    parsed left out of later collections (gc.freeze; still freed when no
-    longer used): otherwise each full collection walks every entry read so
-    far, and reading 10,000 reports costs as N²."""
+    """No cyclic garbage collection while a log is parsed: otherwise each
+    full collection walks every entry read so far, and reading 10,000
+    reports costs as N². (Nothing is frozen here: this runs inside
+    hills.api callers' processes too; the commands settle that themselves.)"""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
         if enabled:
             gc.enable()
 
