@@ -188,7 +188,7 @@ def against_reference():
         assert "1000 attempt(s)" in ours.run("hills", "attempts", "cp").stdout.splitlines()[0]
         compared(f"hills attempts, 1,000 attempts, vs hills {REFERENCE}'s",
                  interleaved(lambda: theirs.run("hills", "attempts", "cp"), lambda: ours.run("hills", "attempts", "cp"),
-                             rounds=9), 1.0)
+                             rounds=21), 1.0)
 
 
 def main():
