@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import os
 import shutil
 import queue
@@ -431,10 +430,7 @@ class Session:
         with self._lock:
             entry = chain.append(self.log, logged, self.key)
             if report.get("official"):
-                note = json.dumps({"report": report, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
-                                  sort_keys=True, separators=(",", ":"))
-                with state.file_lock(os.path.join(self.hill.repo.git_dir, "hills-notes.lock")):
-                    self.hill.repo.append_note(logbook.NOTES_REF, self.commit, note)
+                logbook.add_note(self.hill.repo, self.commit, report, entry)
         code = EXIT_OK if report.get("status") == "passing" else answer.get("exit_code") or EXIT_NO
         error = answer.get("error")
         return Result(job, report, code, report, f"on {where}: {error}" if error and code != EXIT_OK else None,

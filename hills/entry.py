@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 # Verbs declared as plain data (hills.cli.fast), and the standalone
 # name of each that has one.
-FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit"}
+FAST = {"eval": "hills-eval", "verify": None, "commit": "hills-commit", "attempts": None, "rank": None}
 # Fast verbs whose process ends at once when the command is done (see main).
-LEAVE_AT_ONCE = frozenset({"eval"})
+LEAVE_AT_ONCE = frozenset({"eval", "attempts", "rank"})
 # Fast verbs a warm server may run (docs/warm.md).
 WARM = frozenset({"eval"})
 

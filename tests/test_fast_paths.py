@@ -14,8 +14,10 @@ import pytest
 
 from testing.util import run_bin, run_cli
 from hills.cli import registry as cli
+from hills.commands import attempts as attempts_command
 from hills.commands import commit as commit_command
 from hills.commands import eval as eval_command
+from hills.commands import rank as rank_command
 from hills.commands import verify as verify_command
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -74,9 +76,34 @@ COMMIT_ARGV = [
     (["cp", "-m", "x", "extra"], False),
     (["cp", "-m", "x", "--help"], False),
 ]
-MODULES = {"eval": eval_command, "verify": verify_command, "commit": commit_command}
+ATTEMPTS_ARGV = [
+    (["cp"], True),
+    (["cp", "--json"], True),
+    (["--current", "cp"], True),
+    (["cp", "--tree", "abc123", "--json"], True),
+    (["cp", "--tree=abc123"], True),
+    ([], False),
+    (["cp", "--tree"], False),
+    (["cp", "extra"], False),
+    (["cp", "--nope"], False),
+    (["cp", "--help"], False),
+]
+RANK_ARGV = [
+    (["-H", "cp"], True),
+    (["--hill=cp", "--json"], True),
+    (["a.json", "b.json"], True),
+    (["a.json", "-H", "cp", "--json"], True),
+    ([], True),  # no reports: the command says so
+    (["-H"], False),
+    (["--nope"], False),
+    (["-h"], False),
+]
+MODULES = {"eval": eval_command, "verify": verify_command, "commit": commit_command, "attempts": attempts_command,
+           "rank": rank_command}
 CASES = ([("eval", argv, fast) for argv, fast in EVAL_ARGV] + [("verify", argv, fast) for argv, fast in VERIFY_ARGV]
-         + [("commit", argv, fast) for argv, fast in COMMIT_ARGV])
+         + [("commit", argv, fast) for argv, fast in COMMIT_ARGV]
+         + [("attempts", argv, fast) for argv, fast in ATTEMPTS_ARGV]
+         + [("rank", argv, fast) for argv, fast in RANK_ARGV])
 
 
 @pytest.mark.parametrize("verb, argv, fast", CASES, ids=[f"{verb} {' '.join(argv)}" for verb, argv, _ in CASES])

@@ -300,7 +300,7 @@ def test_another_user_is_never_served_and_would_be_without_the_check(warm, hill,
         # context check, which also tells another user apart) serves it.
         warm.chmod(0o700)  # as `stop` wants it
         stopped = subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, text=True)
-        assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
+        assert "stopped 1 warm server" in stopped.stdout, stopped.stdout + stopped.stderr
         deadline = time.monotonic() + 10
         while socket_path.exists() and time.monotonic() < deadline:
             time.sleep(0.05)

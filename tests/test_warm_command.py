@@ -134,13 +134,13 @@ def test_the_module_stop_stops_its_homes_server_only_unless_asked_for_all(server
     servers.start(B, "home-b")
     env = dict(os.environ, HILLS_HOME=str(home_a))
     one = subprocess.run([sys.executable, "-m", "hills.warm", "stop"], env=env, capture_output=True, text=True)
-    assert one.stdout == "asked 1 warm server to stop\n", one.stdout + one.stderr
+    assert one.stdout == "stopped 1 warm server\n", one.stdout + one.stderr
     assert servers.ended(A) and servers.running(B)
     servers.start(A, "home-a")
     # The control: the old behaviour, every server of the user, now only with --all.
     both = subprocess.run([sys.executable, "-m", "hills.warm", "stop", "--all"], env=env, capture_output=True,
                           text=True)
-    assert both.stdout == "asked 2 warm servers to stop\n", both.stdout + both.stderr
+    assert both.stdout == "stopped 2 warm servers\n", both.stdout + both.stderr
     assert servers.ended(A) and servers.ended(B)
 
 
@@ -224,3 +224,22 @@ def test_the_key_covers_every_sub_package_and_nothing_else(tmp_path):
     names = [line.split(":")[0] for line in client.sources(client.PACKAGE)]
     assert "entry.py" in names and os.path.join("warm", "server.py") in names
     assert os.path.join("commands", "eval.py") in names
+
+
+def test_the_module_stop_stops_eight_servers_on_its_first_call(servers):
+    """Eight servers at once: one call stops them all, and has waited for
+    them, so none is left for a second call to find."""
+    names = [f"{index:04d}cccc" + "0" * 12 for index in range(8)]
+    home = None
+    for name in names:
+        home = servers.start(name, f"home-{name[:4]}")
+    assert all(servers.running(name) for name in names)
+    stopped = subprocess.run([sys.executable, "-m", "hills.warm", "stop", "--all"],
+                             env=dict(os.environ, HILLS_HOME=str(home)), capture_output=True, text=True)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout == "stopped 8 warm servers\n"
+    assert not list(servers.folder.glob("*.sock.json")), log_of(servers.folder)
+    assert all(servers.ended(name, timeout=5) for name in names)
+    again = subprocess.run([sys.executable, "-m", "hills.warm", "stop", "--all"],
+                           env=dict(os.environ, HILLS_HOME=str(home)), capture_output=True, text=True)
+    assert again.stdout == "stopped 0 warm servers\n", again.stdout + again.stderr

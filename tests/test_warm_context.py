@@ -135,7 +135,7 @@ def restart_without(warm, patch):
     [socket_path] = warm.glob("*.sock")
     started = log_of(warm).count(" started for HILLS_HOME ")
     stopped = subprocess.run([sys.executable, "-m", "hills.warm", "stop"], capture_output=True, text=True)
-    assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert "stopped 1 warm server" in stopped.stdout, stopped.stdout + stopped.stderr
     deadline = time.monotonic() + 30
     while (socket_path.exists() or " stopped: stopped" not in log_of(warm)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -532,7 +532,7 @@ def test_without_the_fix_the_callers_shell_reads_the_waiting_standbys_seed(climb
     [socket_path] = climber.warm.glob("*.sock")
     started = log_of(climber.warm).count(" started for HILLS_HOME ")
     stopped = climber.run(*climber.python, "-m", "hills.warm", "stop")
-    assert "asked 1 warm server to stop" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert "stopped 1 warm server" in stopped.stdout, stopped.stdout + stopped.stderr
     deadline = time.monotonic() + 30
     while (socket_path.exists() or " stopped: " not in log_of(climber.warm)) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -9,7 +9,7 @@ from .errors import CommandFailed, EnvironmentProblem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping
     from pathlib import Path
     from typing import Literal, overload
 
@@ -115,6 +115,20 @@ class Repo:
         if not gitobjects.append_note(self.git_dir, ref, target, text, clean_env()):
             # Through stdin: a report can be far larger than one argument may be.
             self.run("notes", f"--ref={ref}", "append", "--file=-", target, input=text)
+
+    def replace_note(self, ref: str, target: str, make: Callable[[str | None], str]) -> None:
+        """Make the note of object `target` under `ref` the one line
+        `make(its text now, or None)`, as `git notes --ref=REF add -f`:
+        written in Python in the plain case (hills.base.gitobjects, the same
+        objects), else by git. The caller holds the notes' lock."""
+        from . import gitobjects
+
+        if gitobjects.replace_note(self.git_dir, ref, target, make, clean_env()):
+            return
+        shown = self.run("notes", f"--ref={ref}", "show", target, ok_codes=(0, 1))
+        text = make(shown if self.last_exit_code == 0 else None)
+        # Through stdin: a report can be far larger than one argument may be.
+        self.run("notes", f"--ref={ref}", "add", "-f", "--file=-", target, input=text)
 
     def init(self) -> None:
         os.makedirs(self.git_dir, exist_ok=True)

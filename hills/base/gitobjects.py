@@ -1,13 +1,14 @@
 """A hill's git objects and refs read and written in Python, for the one
-write every logged eval makes: the note of its report (`git notes
-append`). Starting git for it costs an eval about 14 ms, more than the
-rest of its bookkeeping together.
+write every logged eval makes: the note of its report (`git notes add
+-f`, which replaces the note: docs/history.md). Starting git for it costs
+an eval about 14 ms, more than the rest of its bookkeeping together.
 
 Only the plain case is done here: loose objects and refs, a notes tree
 without fanout, SHA-1, an identity and date git would write unchanged. For
-anything else `append_note` does nothing and says so, and the caller runs
-git. What it writes is byte for byte what `git notes append` writes: the
-same blob, tree and commit, hence the same ids, and the same reflog line
+anything else `replace_note` (and `append_note`, what notes were before)
+does nothing and says so, and the caller runs git. What it writes is byte
+for byte what `git notes add -f` (`git notes append`) writes: the same
+blob, tree and commit, hence the same ids, and the same reflog line
 (tests/test_gitobjects.py holds the two side by side)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from hashlib import sha1
 else:
     try:
@@ -41,6 +42,7 @@ def _digest(data: bytes) -> str:
 
 
 NOTES_MESSAGE = "Notes added by 'git notes append'"
+REPLACE_MESSAGE = "Notes added by 'git notes add'"
 # More notes than this and git may fan the tree out into folders.
 MAX_PLAIN_NOTES = 200
 _HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -57,24 +59,47 @@ def append_note(git_dir: str, ref: str, target: str, text: str, env: Mapping[str
     `ref`, as `git notes --ref=REF append --file=- TARGET` with `env` would;
     False (nothing changed that matters) when git must do it."""
     try:
-        _append(git_dir, ref, target, text, env)
+        _write(git_dir, ref, target, lambda previous: (previous + b"\n" if previous else b"") + _line(text), env,
+               NOTES_MESSAGE)
     except NotPlain:
         return False
     return True
 
 
-def _append(git_dir: str, ref: str, target: str, text: str, env: Mapping[str, str]) -> None:
-    if not _HEX40.fullmatch(target) or not ref.startswith("refs/notes/") or ".." in ref:
-        raise NotPlain("target or ref")
+def replace_note(git_dir: str, ref: str, target: str, make: Callable[[str | None], str],
+                 env: Mapping[str, str]) -> bool:
+    """Make the note of object `target` under `ref` the one line
+    `make(the note there now, or None)` returns, as `git notes --ref=REF add
+    -f --file=- TARGET` with `env` would; False (nothing changed that
+    matters) when git must do it. The caller holds the notes' lock, so
+    nothing moves the note between the read and the write."""
+    try:
+        _write(git_dir, ref, target, lambda previous: _line(make(None if previous is None else
+                                                                  previous.decode("utf-8", "replace"))),
+               env, REPLACE_MESSAGE)
+    except NotPlain:
+        return False
+    return True
+
+
+def _line(text: str) -> bytes:
     # git strips trailing space and ends the message with one newline: a
     # single line without either is the message unchanged.
     if not text or "\n" in text or "\r" in text or text != text.rstrip() or text != text.lstrip():
         raise NotPlain("the note is not one plain line")
+    return text.encode("utf-8") + b"\n"
+
+
+def _write(git_dir: str, ref: str, target: str, blob_of: Callable[[bytes | None], bytes], env: Mapping[str, str],
+           message: str) -> None:
+    """Write the note `blob_of(the note's bytes now, or None)` of `target`."""
+    if not _HEX40.fullmatch(target) or not ref.startswith("refs/notes/") or ".." in ref:
+        raise NotPlain("target or ref")
     log_updates = _config(git_dir)
     ref_path = os.path.join(git_dir, *ref.split("/"))
     old = _read_ref(git_dir, ref, ref_path)
     entries: dict[str, str] = {}
-    previous = b""
+    previous = None
     if old is not None:
         kind, commit = _read_object(git_dir, old)
         if kind != "commit" or not commit.startswith(b"tree "):
@@ -91,15 +116,15 @@ def _append(git_dir: str, ref: str, target: str, text: str, env: Mapping[str, st
         raise NotPlain("a notes tree git may fan out")
     author = _ident(env, "AUTHOR")
     committer = _ident(env, "COMMITTER")
-    blob = (previous + b"\n" if previous else b"") + text.encode("utf-8") + b"\n"
+    blob = blob_of(previous)
     entries[target] = _write_object(git_dir, "blob", blob)
     tree_data = b"".join(b"100644 " + name.encode("ascii") + b"\0" + bytes.fromhex(entries[name])
                          for name in sorted(entries))
     tree_id = _write_object(git_dir, "tree", tree_data)
     lines = [f"tree {tree_id}"] + ([f"parent {old}"] if old else []) + [
-        f"author {author}", f"committer {committer}", "", NOTES_MESSAGE, ""]
+        f"author {author}", f"committer {committer}", "", message, ""]
     commit_id = _write_object(git_dir, "commit", "\n".join(lines).encode("utf-8"))
-    _update_ref(git_dir, ref, ref_path, old, commit_id, committer, log_updates)
+    _update_ref(git_dir, ref, ref_path, old, commit_id, committer, log_updates, message)
 
 
 def _config(git_dir: str) -> bool:
@@ -249,7 +274,7 @@ def _write_object(git_dir: str, kind: str, content: bytes) -> str:
 
 
 def _update_ref(git_dir: str, ref: str, ref_path: str, old: str | None, new: str, committer: str,
-                log_updates: bool) -> None:
+                log_updates: bool, message: str) -> None:
     """Move `ref` from `old` to `new` under git's own lock file, with its
     reflog line; NotPlain, ref untouched, when someone else holds the lock
     or moved the ref."""
@@ -269,7 +294,7 @@ def _update_ref(git_dir: str, ref: str, ref_path: str, old: str | None, new: str
         log = os.path.join(git_dir, "logs", *ref.split("/"))
         if log_updates or os.path.exists(log):
             os.makedirs(os.path.dirname(log), exist_ok=True)
-            line = f"{old or '0' * 40} {new} {committer}\tnotes: {NOTES_MESSAGE}\n"
+            line = f"{old or '0' * 40} {new} {committer}\tnotes: {message}\n"
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(line)
         os.rename(lock, ref_path)

@@ -37,7 +37,15 @@ def command(name: str, output: str | None) -> int:
         folder = os.path.dirname(os.path.abspath(output))
         if not os.path.isdir(folder):
             raise errors.UsageError(f"cannot write the journal to '{output}': folder '{folder}' does not exist")
+    import gc
+
+    # No collection while the logs are read and judged (each would walk every
+    # report read so far); then what was read is left out of the collections
+    # the plots' cyclic garbage needs (frozen objects are still freed).
+    gc.disable()
     found = journal.collect(target)
+    gc.freeze()
+    gc.enable()
     page = journal.render(found)
     if output is None:
         emit(page.rstrip("\n"))

@@ -1,40 +1,59 @@
-"""`hills rank`: rank reports within comparable groups."""
+"""`hills rank`: rank reports within comparable groups. Declared as plain
+data (hills.cli.fast), so it starts without click: over a long log most of
+its time is the log's."""
 
-import click
+from __future__ import annotations
 
 from ..base import errors
-from ..cli.options import CONTEXT, json_option
+from ..cli import fast
 from ..cli.output import emit, emit_json
 
-
-@click.command("rank", context_settings=CONTEXT)
-@click.argument("reports", metavar="[REPORT...]", nargs=-1)
-@click.option("-H", "--hill", "hill_name", metavar="NAME", help="Rank the reports logged for this hill's HEAD.")
-@json_option
-def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> int:
-    """Rank report files (or a hill's logged reports) within comparable groups.
+HELP = """Rank report files (or a hill's logged reports) within comparable groups.
 
     Verifies each report, groups by hill tree hash, primary config and params
     (all but those the hill declares neutral), and sorts lexicographically by
     the metrics, each in its own direction. INVALID, unofficial and
     non-passing reports (implausible ones too) are listed apart, never ranked.
     """
+
+DECLARED = fast.Declared("rank", HELP, [
+    fast.Argument("reports", metavar="[REPORT...]", many=True, required=False),
+    fast.Option("hill_name", "-H", "--hill", metavar="NAME", help="Rank the reports logged for this hill's HEAD."),
+    fast.Option("as_json", "--json", flag=True, help="Print JSON instead of the human table."),
+])
+
+# The latest result, left to the process's exit (hills.entry leaves at once
+# after this command): freeing a long log's reports one by one costs tens of ms.
+_KEPT: list[object] = []
+
+
+def run(reports: tuple[str, ...] = (), hill_name: str | None = None, as_json: bool = False) -> int:
+    """The command: the groups (or JSON) on stdout."""
+    import gc
+
+    # A short process that makes next to no cyclic garbage: collections
+    # would walk every report of a long log again and again.
+    gc.disable()
     from ..evidence import signing
     from ..views import attempts, rank
 
     items = []
+    verdicts: list[signing.Verdict | None] = []
     for path in reports:
         items.append((path, signing.load_report(path)))
+        verdicts.append(None)
     if hill_name:
         from ..disk import hill
 
         target = hill.resolve(hill_name)
-        items.extend(attempts.logged_reports(target))
+        logged, checked = attempts.logged_reports(target)
+        items.extend(logged)
+        verdicts.extend(checked)
     if not items:
         raise errors.UsageError("no reports to rank", hint="pass report files, or -H NAME for a hill's logged reports")
     from ..evidence.trust import machine_keys, trusted
 
-    result = rank.rank(items, machine_keys(), trusted())
+    result = rank.rank(items, machine_keys(), trusted(), verdicts)
     if as_json:
         emit_json({"groups": [{**g, "entries": [{"position": e["position"], "source": e["source"],
                                                     "noise_label": e["noise_label"],
@@ -44,6 +63,7 @@ def command(reports: tuple[str, ...], hill_name: str | None, as_json: bool) -> i
                    "apart": result["apart"]})
     else:
         render(result)
+    _KEPT[:] = [result]
     return errors.EXIT_OK
 
 
@@ -93,3 +113,10 @@ def render(result: dict) -> None:
         emit("not ranked:")
         for entry in result["apart"]:
             emit(f"  {entry['source']}: {entry['reason']}")
+
+
+def __getattr__(name: str) -> object:
+    # The click command is built on first use: the fast path never needs it.
+    if name == "command":
+        return DECLARED.click_command(run)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

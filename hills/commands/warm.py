@@ -63,9 +63,7 @@ def stop(names: tuple[str, ...], everyone: bool) -> int:
         say("no warm server runs for this user" if everyone or names
             else f"no warm server runs for HILLS_HOME '{state.home()}'")
         return errors.EXIT_OK
-    for server in chosen:
-        control.ask_to_stop(server)
-    late = [server for server in chosen if not control.ended(server, control.STOP_WAIT_S)]
+    late = control.stop(chosen)
     for server in chosen:
         if server not in late:
             say(f"stopped warm server {server.id[:12]} (pid {server.pid}) for HILLS_HOME '{server.hills_home}'")

@@ -36,8 +36,10 @@ signed with the machine key; it is how a cleanly cut tail is noticed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
+import gc
 import json
 import os
 
@@ -49,7 +51,7 @@ from ..base.state import atomic_write, file_lock, write_problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     from .trust import Keys
@@ -285,7 +287,7 @@ class _Scan:
     """Where a scan stands: the chain state the next line must continue."""
 
     __slots__ = ("count", "number", "expect_seq", "expect_prev", "last_seq", "last_mac",
-                 "prev_line", "head_mac", "break_line", "forged_end")
+                 "prev_line", "wanted", "links", "break_line", "forged_end", "entries")
 
     def __init__(self) -> None:
         self.count = 0            # lines that passed every check
@@ -295,24 +297,29 @@ class _Scan:
         self.last_seq: int | None = None
         self.last_mac: str | None = None
         self.prev_line: int | None = None     # line number of the entry the chain continues from
-        self.head_mac: str | None = None      # link of the entry whose seq the head records
+        self.wanted: frozenset[int] = frozenset()  # the seqs the heads record
+        self.links: dict[int, str] = {}       # the link of the entry with each wanted seq
         self.break_line: int | None = None
         self.forged_end = 0                   # offset up to which the lines are known forged
+        # Each line parsed (its link as "mac"), while every line so far was
+        # plainly intact; None when not asked for, or once one was not.
+        self.entries: list[dict[str, Any]] | None = None
 
 
-def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, scan: _Scan) -> tuple[int, bool]:
+def _fast_scan(data: bytes, position: int, keys: Keys, scan: _Scan) -> tuple[int, bool]:
     """Check plainly intact version 2 lines from `position` on; returns
     (the offset where it stopped, whether to leave all the rest to the
     careful scan).
 
-    One pass over the bytes with no JSON parsing: each line's shape, its
-    seq and prev (found by substring), and its SHA-256 link. A `"prev":`
-    right after the opening brace and a `"seq":N` right before `,"sig":`
-    can only be top-level keys; anywhere else, counting the markers in the
-    checked part proves each line holds exactly one of each, so the ones
-    found are the top-level fields (see `_fast_fields`). Then the signature
-    of the last line checked vouches for all of them; when it fails, the
-    run is walked back to the last line whose own signature holds.
+    One pass over the bytes: each line's shape, its seq and prev, and its
+    SHA-256 link. A `"prev":` right after the opening brace and a
+    `"seq":N` right before `,"sig":` can only be top-level keys; a line
+    holding one marker of each holds them as top-level fields (see
+    `_fast_fields`); any other line (an outcome names its started entry's
+    seq too) is parsed, and its own top-level fields decide. Then the
+    signature of the last line checked vouches for all of them; when it
+    fails, the run is walked back to the last line whose own signature
+    holds. Lines are parsed all the same when the scan collects entries.
     """
     start = position
     if keys.public is None:
@@ -332,40 +339,56 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
     size = len(data)
     seq = first_seq = scan.expect_seq
     expect_prev = None if scan.expect_prev is None else b'"prev":"' + scan.expect_prev.encode("ascii") + b'"'
+    want_prev = scan.expect_prev  # the same as text, for a parsed line
     link = ""
-    head_mac = None
-    loose = False  # a marker was found away from where only a top-level key can be
+    wanted, found_links = scan.wanted, {}
+    collect: list[dict[str, Any]] | None = [] if scan.entries is not None else None
     last_start = -1
     while position < size:
         end = find(b"\n", position)
         cut = end - tail
         if cut <= position or not startswith(mark, cut) or not startswith(b'"}', end - 2):
             break
-        if expect_prev is None:
-            found = find(b'"prev":"', position, cut)
-        else:
-            found = find(expect_prev, position, cut)
-        if found < 0:
-            break
-        if found != position + 1:
-            loose = True
-        marker = b'"seq":%d' % seq
-        found = rfind(marker, position, cut)
-        if found < 0 or data[found + len(marker)] not in b",}":
-            break
-        if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"sig"...`
-            loose = True
+        loose = False
+        if collect is None:  # else the parse below decides
+            if expect_prev is None:
+                found = find(b'"prev":"', position, cut)
+            else:
+                found = find(expect_prev, position, cut)
+            if found < 0:
+                break
+            loose = found != position + 1
+            marker = b'"seq":%d' % seq
+            found = rfind(marker, position, cut)
+            if found < 0 or data[found + len(marker)] not in b",}":
+                break
+            if found + len(marker) != cut or data[found - 1] != 44:  # not `,"seq":N,"sig"...`
+                loose = True
+        entry = None
+        if collect is not None or (loose and (data.count(b'"prev":', position, cut) != 1
+                                              or data.count(b'"seq":', position, cut) != 1)):
+            try:
+                # What json.loads does with bytes that open with `{"`, less its guess at the encoding.
+                entry = json.loads(data[position:end].decode("utf-8", "surrogatepass"))
+            except ValueError:
+                break
+            if not isinstance(entry, dict):
+                break
+            fields = _entry_fields(entry)
+            if fields[0] != seq or fields[1] is None or (want_prev is not None and fields[1] != want_prev):
+                break
         link = LINK + line_hash(view[position:end]).hexdigest()
-        if seq == head_seq:
-            head_mac = link
+        want_prev = link
+        if collect is not None and entry is not None:
+            entry["mac"] = link
+            collect.append(entry)
+        if seq in wanted:
+            found_links[seq] = link
         expect_prev = b'"prev":"' + link.encode("ascii") + b'"'
         last_start = position
         seq += 1
         position = end + 1
     count = seq - first_seq
-    if count and loose and (data.count(b'"prev":', start, position) != count
-                            or data.count(b'"seq":', start, position) != count):
-        return start, True  # a marker appears twice somewhere: let the careful scan decide
     if not count:
         return start, False
     last_parts = _split(data[last_start:position - 1])
@@ -377,13 +400,14 @@ def _fast_scan(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
         scan.forged_end = position
         if kept == start:
             return start, False
-        return _fast_scan(data[:kept], start, keys, head_seq, scan)[0], False
+        return _fast_scan(data[:kept], start, keys, scan)[0], False
     scan.count += count
     scan.number += count
     scan.expect_seq, scan.expect_prev = seq, link
     scan.last_seq, scan.last_mac, scan.prev_line = seq - 1, link, scan.number
-    if head_mac is not None:
-        scan.head_mac = head_mac
+    scan.links.update(found_links)
+    if collect is not None and scan.entries is not None:
+        scan.entries.extend(collect)
     return position, False
 
 
@@ -462,9 +486,10 @@ def _check_line(line: bytes, number: int,
     return [f"line {number}: signature is not in the form hills writes (edited)"], None, (seq, prev)
 
 
-def _careful_scan(lines: list[bytes], truncated: bool, keys: Keys, head_seq: int | None, scan: _Scan) -> list[str]:
+def _careful_scan(lines: list[bytes], truncated: bool, keys: Keys, scan: _Scan) -> list[str]:
     """Check line by line from where `scan` stands, describing every problem."""
     problems = []
+    scan.entries = None  # parsed by `read`, which says what each odd line is
     if len(lines) > _MANY:
         from .trust import check_many
 
@@ -503,8 +528,8 @@ def _careful_scan(lines: list[bytes], truncated: bool, keys: Keys, head_seq: int
                 # Continue from this line so one damaged spot is reported once.
                 scan.last_seq, scan.last_mac, scan.prev_line = seq, mac, number
                 scan.expect_seq, scan.expect_prev = seq + 1, mac
-                if seq == head_seq:
-                    scan.head_mac = mac
+                if seq in scan.wanted and mac is not None:
+                    scan.links[seq] = mac
         elif edited:
             # Its own link is unknown: the next line may hold any prev; seq goes on.
             scan.last_seq = scan.expect_seq
@@ -527,23 +552,86 @@ def verify(path: str | os.PathLike[str], keys: Keys, head: dict[str, Any] | None
     missing log is an empty chain. For a cut tail, `break_line` is the line
     where the first missing entry should be.
     """
-    problems = []
     head_problem = None
     if head is None:
         head, head_problem = _read_head_file(path, keys)
-    elif (not isinstance(head, dict) or isinstance(head.get("seq"), bool)
-          or not isinstance(head.get("seq"), int) or not isinstance(head.get("mac"), str)):
-        raise UsageError("a chain head must be an object with an integer seq and a string mac")
-    head_seq = head["seq"] if head is not None else None
+    else:
+        _check_head_shape(head)
     data = _read_settled(path) or b""  # after the head: a head is never newer than the log
-
     scan = _Scan()
-    problems.extend(_scan_rest(data, 0, keys, head_seq, scan))
+    scan.wanted = frozenset([head["seq"]] if head is not None else [])
+    problems = _scan_rest(data, 0, keys, scan)
     problems.extend(_against_head(head, head_problem, scan, problems))
     return _chain_report(scan, problems)
 
 
-def _scan_rest(data: bytes, position: int, keys: Keys, head_seq: int | None, scan: _Scan) -> list[str]:
+def _check_head_shape(head: object) -> None:
+    if (not isinstance(head, dict) or isinstance(head.get("seq"), bool)
+            or not isinstance(head.get("seq"), int) or not isinstance(head.get("mac"), str)):
+        raise UsageError("a chain head must be an object with an integer seq and a string mac")
+
+
+@frozen
+class Walk:
+    """A log checked and read in one pass: its report (against its `.head`
+    file), the problems against a second head kept elsewhere (`also`), and
+    every line parsed (as `read` gives them)."""
+
+    report: ChainReport
+    also: list[str]
+    entries: list[dict[str, Any]]
+
+
+def walk(path: str | os.PathLike[str], keys: Keys, also: dict[str, Any] | None = None) -> Walk:
+    """`verify` and `read` of the log at `path` in one pass, each line hashed
+    and parsed once and one signature checked per linked run: the report
+    checks the log against its `.head` file, and `also` ({seq, mac}, the
+    head the hill's notes record) against the same scan. The break line
+    is the earlier of the two."""
+    if also is not None:
+        _check_head_shape(also)
+    with _parsing():
+        return _walk(path, keys, also)
+
+
+@contextlib.contextmanager
+def _parsing() -> Iterator[None]:
+    """No cyclic garbage collection while a log is parsed: otherwise each
+    full collection walks every entry read so far, and reading 10,000
+    reports costs as N². (Nothing is frozen here: this runs inside
+    hills.api callers' processes too; the commands settle that themselves.)"""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _walk(path: str | os.PathLike[str], keys: Keys, also: dict[str, Any] | None) -> Walk:
+    head, head_problem = _read_head_file(path, keys)
+    data = _read_settled(path) or b""
+    scan = _Scan()
+    scan.wanted = frozenset(h["seq"] for h in (head, also) if h is not None)
+    scan.entries = []
+    problems = _scan_rest(data, 0, keys, scan)
+    lines = list(problems)
+    problems.extend(_against_head(head, head_problem, scan, problems))
+    # Against the second head as if it were the only one (`verify` with it):
+    # its own problems, the break where that check would put it.
+    own_break = scan.break_line
+    scan.break_line = None if not lines else own_break
+    found = _against_head(also, None, scan, lines) if also is not None else []
+    if own_break is not None and (scan.break_line is None or own_break < scan.break_line):
+        scan.break_line = own_break
+    report = _chain_report(scan, problems)
+    # Every line parsed in the scan, or (a damaged log) by `read`, which says what each odd line is.
+    entries = scan.entries if scan.entries is not None and len(scan.entries) == scan.number else read(path)
+    return Walk(report, [problem for problem in found if problem not in problems], entries)
+
+
+def _scan_rest(data: bytes, position: int, keys: Keys, scan: _Scan) -> list[str]:
     """The problems of the lines from `position` on: plainly intact runs by
     the fast scan, each line that is not by the careful one."""
     problems: list[str] = []
@@ -551,7 +639,7 @@ def _scan_rest(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
         if position < scan.forged_end:
             position = _forged_line(data, position, scan, problems)
             continue
-        position, careful_rest = _fast_scan(data, position, keys, head_seq, scan)
+        position, careful_rest = _fast_scan(data, position, keys, scan)
         if position < scan.forged_end:
             continue
         if position >= len(data):
@@ -562,9 +650,9 @@ def _scan_rest(data: bytes, position: int, keys: Keys, head_seq: int | None, sca
             truncated = lines[-1] != b""
             if not truncated:
                 lines.pop()
-            problems.extend(_careful_scan(lines, truncated, keys, head_seq, scan))
+            problems.extend(_careful_scan(lines, truncated, keys, scan))
             break
-        problems.extend(_careful_scan([data[position:end]], False, keys, head_seq, scan))
+        problems.extend(_careful_scan([data[position:end]], False, keys, scan))
         position = end + 1
     return problems
 
@@ -573,6 +661,7 @@ def _forged_line(data: bytes, position: int, scan: _Scan, problems: list[str]) -
     """Report the line at `position`, one the fast scan found linked but
     not signed; returns where the next line starts."""
     number = scan.number = scan.number + 1
+    scan.entries = None  # parsed by `read`, as in the careful scan
     problems.append(f"line {number}: signature does not match its content (edited)")
     scan.break_line = scan.break_line or number
     # Its seq was checked; its own link is not to be trusted.
@@ -598,9 +687,9 @@ def _against_head(head: dict | None, head_problem: str | None, scan: _Scan, prob
             missing = head_seq - (last_seq if last_seq is not None else -1)
             found.append(f"{ended} but its head records seq {head_seq}: "
                          f"{missing} line(s) missing at the end")
-        elif scan.head_mac is None:
+        elif head_seq not in scan.links:
             found.append(f"the head records seq {head_seq} but no line carries it (the log was rewritten)")
-        elif scan.head_mac != head["mac"]:
+        elif scan.links[head_seq] != head["mac"]:
             found.append(f"the entry with seq {head_seq} does not match the head's mac "
                          "(the log was rewritten)")
         if (problems or found) and scan.break_line is None:
@@ -648,8 +737,8 @@ def verify_from(path: str | os.PathLike, keys: Keys, mark: dict | None = None) -
     the mark's entry is not where it says (the log was cut or rewritten
     before it). The lines before the mark are not read."""
     head, head_problem = _read_head_file(path, keys)
-    head_seq = head["seq"] if head is not None else None
     scan = _Scan()
+    scan.wanted = frozenset([head["seq"]] if head is not None else [])
     if mark is None:
         base = 0
         data = _read_settled(path) or b""  # after the head: a head is never newer than the log
@@ -663,9 +752,8 @@ def verify_from(path: str | os.PathLike, keys: Keys, mark: dict | None = None) -
         scan.number = scan.prev_line = mark["seq"] + 1
         scan.expect_seq, scan.expect_prev = mark["seq"] + 1, mark["mac"]
         scan.last_seq, scan.last_mac = mark["seq"], mark["mac"]
-        if head_seq == mark["seq"]:
-            scan.head_mac = mark["mac"]
-    problems = _scan_rest(data, 0, keys, head_seq, scan)
+        scan.links[mark["seq"]] = mark["mac"]
+    problems = _scan_rest(data, 0, keys, scan)
     problems.extend(_against_head(head, head_problem, scan, problems))
     report = _chain_report(scan, problems)
     entries = [_with_link(line) for line in data.split(b"\n")[:-1]] if report.ok else []

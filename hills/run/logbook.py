@@ -19,12 +19,61 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, ContextManager
 
+    from ..base.git import Repo
     from ..evidence.report_types import Report
     from ..evidence.trust import Keys
     from .records import EvalContext, EvalPlan
 
 
 NOTES_REF = "refs/notes/hills/reports"
+
+
+def note_summary(text: str) -> tuple[int, dict[str, Any] | None]:
+    """(official reports noted, the newest {seq, mac} noted) of the note of
+    a commit, in either layout (docs/history.md): one record whose `noted`
+    counts the reports and whose `attempt` (or `head`, when an eval noted
+    before it ended later in the log) is the newest; or, as hills wrote
+    notes before, one line per report, each with its `attempt`."""
+    records = []
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            records.append(record if isinstance(record, dict) else {})
+    newest: dict[str, Any] | None = None
+    for record in records:
+        for attempt in (record.get("attempt"), record.get("head")):
+            if isinstance(attempt, dict) and isinstance(attempt.get("seq"), int) \
+                    and not isinstance(attempt.get("seq"), bool) and isinstance(attempt.get("mac"), str) \
+                    and (newest is None or attempt["seq"] > newest["seq"]):
+                newest = {"seq": attempt["seq"], "mac": attempt["mac"]}
+    noted = records[0].get("noted") if len(records) == 1 else None
+    count = noted if isinstance(noted, int) and not isinstance(noted, bool) and noted > 0 else len(records)
+    return count, newest
+
+
+def note_record(envelope: Mapping[str, Any], attempt: Mapping[str, Any], previous: str | None) -> str:
+    """The note of a commit after one more official report: that report,
+    its log entry's {seq, mac} (`attempt`), the count of reports noted on
+    the commit (`noted`), and `head`, the newest entry noted, when an
+    earlier-started eval noted after a later one. One line whose size does
+    not grow with the version's history."""
+    count, newest = note_summary(previous) if previous else (0, None)
+    record: dict[str, Any] = {"report": envelope, "attempt": {"seq": attempt["seq"], "mac": attempt["mac"]},
+                              "noted": count + 1}
+    if newest is not None and newest["seq"] > attempt["seq"]:
+        record["head"] = newest
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def add_note(repo: Repo, commit: str, envelope: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
+    """Note an official report on the hill commit it scored: the note of
+    the commit becomes `note_record` (the report noted before it stays in
+    the notes ref's history), under the notes' lock."""
+    with state.file_lock(os.path.join(repo.git_dir, "hills-notes.lock")):
+        repo.replace_note(NOTES_REF, commit, lambda previous: note_record(envelope, entry, previous))
 
 
 def attempts_path(name: str, tree_hash: str | None, hill_path: str | None = None) -> str:
@@ -165,10 +214,7 @@ def finish(plan: EvalPlan, envelope: Report, start: dict[str, Any] | None = None
     if os.path.isdir(run_dir):
         state.atomic_write(os.path.join(run_dir, "report.json"), json.dumps(envelope, indent=2) + "\n")
     if envelope["official"] and plan.head:
-        note = json.dumps({"report": envelope, "attempt": {"seq": entry["seq"], "mac": entry["mac"]}},
-                          sort_keys=True, separators=(",", ":"))
-        with state.file_lock(os.path.join(hill.repo.git_dir, "hills-notes.lock")):
-            hill.repo.append_note(NOTES_REF, plan.head, note)
+        add_note(hill.repo, plan.head, envelope, entry)
         if envelope.get("status") in ("passing", "failing", "implausible"):
             # Kept by content hash, for `hills rescore` against a later version.
             kept.keep(os.path.join(run_dir, "source"), envelope)

@@ -4,12 +4,12 @@ eval whose `started` entry has no outcome is running or abandoned."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from ..base import state
-from ..evidence import chain
+from ..evidence import chain, signing
+from ..evidence.checked import report_verdicts
 from ..run import logbook, noise
 from . import numbers, rank
 from ..run.replicates import within_noise
@@ -17,10 +17,11 @@ from ..evidence.report import summary_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from ..disk.hill import Hill
+    from ..evidence.trust import Keys, Signer
 
 # How long past its watchdog's limit (the started entry's `timeout_s`) an
 # eval with no outcome may still be finishing: copying, signing, a busy machine.
@@ -161,7 +162,8 @@ def numbered(entries: list[dict[str, Any]]) -> dict[int, int]:
 
 
 def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
-    """The newest {seq, mac} recorded in the notes of commits with `tree_hash`.
+    """The newest {seq, mac} recorded in the notes of commits with `tree_hash`
+    (either layout of a note: logbook.note_summary).
 
     The notes live in the hill's git dir, out of reach of an edit to the log.
     """
@@ -174,16 +176,9 @@ def notes_head(hill: Hill, tree_hash: str) -> dict[str, Any] | None:
         note_id, commit_id = parts
         if hill.repo.tree_of(commit_id) != tree_hash:
             continue
-        body = hill.repo.run("cat-file", "blob", note_id)
-        for record in body.splitlines():
-            if not record.strip():
-                continue
-            try:
-                attempt = json.loads(record).get("attempt")
-            except ValueError:
-                continue
-            if attempt and (best is None or attempt["seq"] > best["seq"]):
-                best = {"seq": attempt["seq"], "mac": attempt["mac"]}
+        newest = logbook.note_summary(hill.repo.run("cat-file", "blob", note_id))[1]
+        if newest is not None and (best is None or newest["seq"] > best["seq"]):
+            best = newest
     return best
 
 
@@ -199,40 +194,46 @@ def _log_path(hill: Hill, current: bool, tree_hash: str | None) -> tuple[str | N
 
 
 def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> dict[str, Any]:
+    """A version's attempts, best reports, unfinished evals and the state
+    of its log's chain (`hills attempts --json`)."""
+    return checked(hill, current, tree_hash)[0]
+
+
+def checked(hill: Hill, current: bool = False, tree_hash: str | None = None, keys: Keys | None = None,
+            allowed: Sequence[Signer] | None = None) -> tuple[dict[str, Any], list[signing.Verdict]]:
+    """`collect`, and the verdict on each attempt's signature (in the order
+    of its `attempts`): one walk of the log checks its chain against its
+    head and the notes' head and parses it, and each report's signature is
+    checked once (hills.evidence.checked), for the ranking and the journal."""
     from ..evidence.trust import machine_keys, trusted
 
-    key = machine_keys()
+    key = keys if keys is not None else machine_keys()
+    allowed = allowed if allowed is not None else trusted()
     tree_hash, path = _log_path(hill, current, tree_hash)
     result: dict[str, Any] = {"hill": hill.name, "tree_hash": tree_hash, "log": path, "attempts": [], "best": [],
               "finals": [], "unfinished": [], "chain": {"ok": True, "count": 0, "problems": [], "break_line": None}}
     if path is None:
-        return result
-    verdict = chain.verify(path, key)
-    problems = list(verdict.problems)
-    break_line = verdict.break_line
-    if tree_hash:
-        head = notes_head(hill, tree_hash)
-        if head is not None:
-            by_notes = chain.verify(path, key, head=head)
-            for problem in by_notes.problems:
-                if problem not in problems:
-                    problems.append(problem + " (checked against the hill's notes)")
-            if by_notes.break_line and (break_line is None or by_notes.break_line < break_line):
-                break_line = by_notes.break_line
-    result["chain"] = {"ok": not problems, "count": verdict.count, "problems": problems, "break_line": break_line}
+        return result, []
+    walked = chain.walk(path, key, notes_head(hill, tree_hash) if tree_hash else None)
+    verdict = walked.report
+    problems = list(verdict.problems) + [problem + " (checked against the hill's notes)" for problem in walked.also]
+    result["chain"] = {"ok": not problems, "count": verdict.count, "problems": problems,
+                       "break_line": verdict.break_line}
     items: list[tuple[str, dict[str, Any]]] = []
-    entries = chain.read(path) if os.path.exists(path) else []
+    entries = walked.entries
+    verdicts = report_verdicts(path, walked, key, allowed)
     # A started entry is not a report: it shows only while no outcome names it.
     result["unfinished"] = unfinished(entries)
     if any(row["status"] == "abandoned" for row in result["unfinished"]):
         # An eval lets go of its run folder once its outcome is logged: read
         # again, so one that finished meanwhile is not called abandoned.
-        entries = chain.read(path)
-        still = {entry.get("seq") for _, entry in _without_outcome(entries)}
+        again = chain.read(path)
+        still = {entry.get("seq") for _, entry in _without_outcome(again)}
         result["unfinished"] = [row for row in result["unfinished"] if row["seq"] in still]
     number = numbered(entries)
     for row in result["unfinished"]:
         row["number"] = number.get(row["line"] - 1)
+    said = []
     for index, entry in enumerate(entries):
         report = entry.get("report")
         if not isinstance(report, dict):
@@ -240,8 +241,10 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
         result["attempts"].append({"number": number[index], "seq": entry.get("seq"), "line": index + 1,
                                    "report": report})
         items.append((f"#{number[index]}", report))
-    against_best(result["attempts"])
-    ranked = rank.rank(items, key, trusted())
+        said.append(verdicts[index])
+    known: dict[int, Any] = {}  # each report's group key, worked out once
+    against_best(result["attempts"], known)
+    ranked = rank.rank(items, key, allowed, said, known)
     result["best"] = [{"primary": g["primary"], "params_apart": g["params_apart"],
                        "source": g["entries"][0]["source"],
                        "report": g["entries"][0]["report"], "candidates": len(g["entries"]),
@@ -250,7 +253,7 @@ def collect(hill: Hill, current: bool = False, tree_hash: str | None = None) -> 
                        "selection": g["selection"]}
                       for g in ranked["groups"]]
     result["finals"] = finals_beside_validation(result["attempts"])
-    return result
+    return result, said
 
 
 def _mode(report: dict[str, Any]) -> object:
@@ -293,7 +296,7 @@ def _without_mode(report: dict[str, Any]) -> object:
     return (key[0], key[1], tuple(entry for entry in key[2] if entry[0] != "mode"), key[3], key[4])
 
 
-def against_best(rows: list[dict[str, Any]]) -> None:
+def against_best(rows: list[dict[str, Any]], known: dict[int, Any] | None = None) -> None:
     """Set each row's `best_before` (the first metric of the best passing,
     official report of its comparable group before it, or None), `noise`
     (its gap to that best is within noise: hills.run.replicates.within_noise)
@@ -309,7 +312,7 @@ def against_best(rows: list[dict[str, Any]]) -> None:
         row["best_before"], row["new_best"], row["noise"] = None, False, False
         if report.get("status") != "passing" or not report.get("official"):
             continue
-        key = rank.group_key(report)
+        key = rank.group_key(report, known)
         order = [(m["name"], m["direction"]) for m in report.get("metrics", []) if isinstance(m, dict)]
         held = best.get(key)
         if held is not None:
@@ -341,15 +344,23 @@ def _versus(attempt: dict[str, Any]) -> str:
             + (" ~" if attempt.get("noise") else ""))
 
 
-def logged_reports(hill: Hill) -> list[tuple[str, dict[str, Any]]]:
-    """[(source, report)] from the attempts log of the hill's HEAD."""
+def logged_reports(hill: Hill) -> tuple[list[tuple[str, dict[str, Any]]], list[signing.Verdict]]:
+    """[(source, report)] from the attempts log of the hill's HEAD, and the
+    verdict on each one's signature, each checked once
+    (hills.evidence.checked)."""
+    from ..evidence.trust import machine_keys, trusted
+
     tree_hash, path = _log_path(hill, False, None)
     if not path or not os.path.exists(path):
-        return []
-    entries = chain.read(path)
+        return [], []
+    key = machine_keys()
+    walked = chain.walk(path, key)
+    verdicts = report_verdicts(path, walked, key, trusted())
+    entries = walked.entries
     number = numbered(entries)
-    return [(f"{hill.name} #{number[index]}", entry["report"])
-            for index, entry in enumerate(entries) if isinstance(entry.get("report"), dict)]
+    indexes = [index for index, entry in enumerate(entries) if isinstance(entry.get("report"), dict)]
+    return ([(f"{hill.name} #{number[index]}", entries[index]["report"]) for index in indexes],
+            [verdicts[index] for index in indexes])
 
 
 def bests(hill: Hill) -> list[dict[str, Any]]:
@@ -359,7 +370,8 @@ def bests(hill: Hill) -> list[dict[str, Any]]:
     from ..evidence.trust import machine_keys, trusted
 
     found = []
-    for group in rank.rank(logged_reports(hill), machine_keys(), trusted())["groups"]:
+    items, verdicts = logged_reports(hill)
+    for group in rank.rank(items, machine_keys(), trusted(), verdicts)["groups"]:
         top = group["entries"][0]
         first = _first_value(top["report"])
         found.append({"primary": group["primary"], "params_apart": group["params_apart"], "source": top["source"],

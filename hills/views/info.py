@@ -63,7 +63,10 @@ def status(hill: Hill) -> dict[str, Any]:
 
 
 def eval_counts(hill: Hill) -> dict[str, int]:
-    """{commit: number of official reports in the notes}."""
+    """{commit: number of official reports in the notes}: each note's own
+    count, O(1) a commit in either layout (docs/history.md)."""
+    from ..run.logbook import note_summary
+
     counts: dict[str, int] = {}
     out = hill.repo.run("notes", f"--ref={NOTES_REF}", "list", ok_codes=(0, 1))
     pairs = [line.split() for line in out.splitlines() if line.strip()]
@@ -76,7 +79,7 @@ def eval_counts(hill: Hill) -> dict[str, int]:
         size = int(batch[position:header_end].split()[2])
         body = batch[header_end + 1:header_end + 1 + size]
         position = header_end + 1 + size + 1
-        counts[annotated] = sum(1 for line in body.splitlines() if line.strip())
+        counts[annotated] = note_summary(body.decode("utf-8", "replace"))[0]
     return counts
 
 

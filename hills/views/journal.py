@@ -159,13 +159,13 @@ def _budget(hill: Hill, tree_hash: str | None, keys: Keys) -> dict[str, Any] | N
 def collect(hill: Hill, keys: Keys | None = None, allowed: list[Signer] | None = None) -> Journal:
     """The journal of every version of `hill` with an attempts log, oldest
     version first, each report's signature checked."""
-    from ..evidence.trust import check_many, machine_keys, trusted
+    from ..evidence.trust import machine_keys, trusted
 
     keys = keys if keys is not None else machine_keys()
     allowed = allowed if allowed is not None else trusted()
     versions = list(reversed(info.log(hill)))
     chains: list[dict[str, Any]] = []
-    found: list[tuple[int, str, dict[str, Any]]] = []
+    found: list[tuple[int, str, dict[str, Any], signing.Verdict]] = []
     unfinished: list[dict[str, Any]] = []
     seen: set[str] = set()
     for version in versions:
@@ -173,19 +173,17 @@ def collect(hill: Hill, keys: Keys | None = None, allowed: list[Signer] | None =
         if tree_hash in seen:
             continue
         seen.add(tree_hash)
-        logged = attempts.collect(hill, tree_hash=tree_hash)
+        logged, said = attempts.checked(hill, tree_hash=tree_hash, keys=keys, allowed=allowed)
         if not logged["attempts"] and not logged["unfinished"]:
             continue
         chains.append({"tree_hash": tree_hash, **logged["chain"]})
         unfinished.extend(dict(row, tree_hash=tree_hash) for row in logged["unfinished"])
-        found.extend((len(chains) - 1, tree_hash, attempt) for attempt in logged["attempts"])
-    if len(found) > 8:
-        check_many()
+        found.extend((len(chains) - 1, tree_hash, attempt, verdict)
+                     for attempt, verdict in zip(logged["attempts"], said))
     journal = Journal(hill.name, versions, chains, [], [], unfinished,
                       time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    for position, (version, tree_hash, attempt) in enumerate(found, 1):
+    for position, (version, tree_hash, attempt, verdict) in enumerate(found, 1):
         report = attempt["report"]
-        verdict = signing.verify(report, keys, allowed)
         metric, direction, value = _primary_metric(report)
         journal.attempts.append(Attempt(position, attempt["number"], version, tree_hash, attempt["seq"], report,
                                         verdict.ok, verdict.reason, metric, direction, value))

@@ -124,6 +124,33 @@ def ask_to_stop(server: Running) -> None:
         conn.close()
 
 
+# How often a server that has not ended yet is asked again while a stop waits.
+ASK_AGAIN_S = 1.0
+
+
+def stop(chosen: list[Running], timeout: float = STOP_WAIT_S) -> list[Running]:
+    """Ask every server of `chosen` to stop and wait for them all, up to
+    `timeout` seconds in all; those still running then. One not ended yet
+    is asked again each ASK_AGAIN_S: the connection that was to wake it may
+    have gone to its spare, or come while it was busy, and a stop the
+    caller was told of must not wait for a second call."""
+    for server in chosen:
+        ask_to_stop(server)
+    deadline = time.monotonic() + timeout
+    left = list(chosen)
+    while left:
+        left = [server for server in left if not ended(server, 0.0)]
+        if not left or time.monotonic() >= deadline:
+            break
+        again = time.monotonic() + ASK_AGAIN_S
+        while left and time.monotonic() < min(again, deadline):
+            time.sleep(0.05)
+            left = [server for server in left if not ended(server, 0.0)]
+        for server in left:
+            ask_to_stop(server)
+    return left
+
+
 def ended(server: Running, timeout: float) -> bool:
     """Whether `server` ended within `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -150,7 +177,8 @@ def _rounded(value: float | None) -> float | None:
 
 def main(argv: list[str]) -> int:
     """`python -m hills.warm list`, or `stop [--all | SERVER...]`: the
-    plain forms, printing on stdout, without waiting for a stop."""
+    plain forms, printing on stdout; a stop waits, as `hills warm stop`
+    does, until every server it named has ended."""
     if argv == ["list"]:
         for server in servers():
             print(f"{server.pid}\t{server.hills_home}\t{server.socket}")
@@ -164,8 +192,14 @@ def main(argv: list[str]) -> int:
 
             print(f"error: {exc.message}", file=sys.stderr)
             return errors.EXIT_USAGE
-        for server in chosen:
-            ask_to_stop(server)
-        print(f"asked {len(chosen)} warm server{'s' if len(chosen) != 1 else ''} to stop")
+        late = stop(chosen)
+        done = len(chosen) - len(late)
+        print(f"stopped {done} warm server{'s' if done != 1 else ''}")
+        if late:
+            import sys
+
+            print(f"error: {len(late)} warm server(s) asked to stop have not ended within {STOP_WAIT_S:.0f} s: "
+                  + ", ".join(f"{server.id[:12]} (pid {server.pid})" for server in late), file=sys.stderr)
+            return errors.EXIT_NO
         return 0
     return -1

@@ -166,10 +166,23 @@ def last_report(name, tree_hash):
 
 
 def notes_lines(hill_dir):
+    """Every report noted on HEAD, oldest first: the note holds the newest
+    one (docs/history.md), each notes commit that changed it added the line
+    it ends with."""
     shown = real("git", "--git-dir=.vc", "notes", "--ref=refs/notes/hills/reports", "show", "HEAD",
                  cwd=hill_dir)
     assert shown.code == 0, shown.output
-    return [line for line in shown.out.splitlines() if line.strip()]
+    head = real("git", "--git-dir=.vc", "rev-parse", "HEAD", cwd=hill_dir).out.strip()
+    changed = real("git", "--git-dir=.vc", "log", "--reverse", "--format=%H", "refs/notes/hills/reports", "--",
+                   head, cwd=hill_dir)
+    assert changed.code == 0, changed.output
+    lines = []
+    for commit in changed.out.split():
+        note = real("git", "--git-dir=.vc", "cat-file", "blob", f"{commit}:{head}", cwd=hill_dir)
+        assert note.code == 0, note.output
+        lines.append([line for line in note.out.splitlines() if line.strip()][-1])
+    assert lines[-1] == shown.out.strip().splitlines()[-1]
+    return lines
 
 
 def processes_with(word):
