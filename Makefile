@@ -44,7 +44,7 @@ $(BIN)/.installed: $(BIN)/.installed-hills
 # images) no command ever writes it, so every cold eval compiled hills
 # anew (about twice as slow). compileall writes whatever that variable
 # says. A wheel install needs none of this: pip compiles what it installs.
-bytecode:
+bytecode: $(BIN)/.installed-hills
 	$(BIN)/python -m compileall -q hills
 
 # pip's editable install leaves out the wheel's data files, the man pages

@@ -86,6 +86,10 @@ def _env(**extra):
     env = dict(os.environ)
     if CALLER_UV_CACHE:
         env["UV_CACHE_DIR"] = CALLER_UV_CACHE
+    # The machine's certificate store, as hills gives it to uv (hills/disk/uvenv.py):
+    # behind a proxy with its own root, uv's bundled roots fail every download.
+    if "UV_NATIVE_TLS" not in env:
+        env.setdefault("UV_SYSTEM_CERTS", "1")
     env.update(extra)
     return env
 

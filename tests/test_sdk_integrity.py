@@ -128,6 +128,7 @@ def test_a_forged_or_missing_seal_means_a_new_folder(probe, sub):
     assert env._sdk_intact(str(sdk_dir()))
 
 
-def test_hills_calls_uv_with_copied_files(monkeypatch):
-    monkeypatch.setenv("UV_LINK_MODE", "hardlink")
-    assert uvenv._uv_env()["UV_LINK_MODE"] == "copy"
+def test_hills_calls_uv_with_files_shared_with_its_cache_whatever_the_caller_set(monkeypatch):
+    # D-326: a clone where the file system makes one, else a hard link, under a content-checked seal.
+    monkeypatch.setenv("UV_LINK_MODE", "copy")
+    assert uvenv._uv_env()["UV_LINK_MODE"] == "clone"

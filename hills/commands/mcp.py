@@ -5,6 +5,7 @@ package (the hills[mcp] extra), and only when the command runs."""
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -147,4 +148,11 @@ async def serve(policy: Policy) -> None:
 
     made = server(policy)
     async with stdio_server() as (read_stream, write_stream):
-        await made.run(read_stream, write_stream, made.create_initialization_options())
+        # A print while serving goes to stderr at once: through sys.stdout it
+        # would wait in that object's buffer and could be flushed after the
+        # transport hands fd 1 back, onto the protocol stream.
+        saved, sys.stdout = sys.stdout, sys.stderr
+        try:
+            await made.run(read_stream, write_stream, made.create_initialization_options())
+        finally:
+            sys.stdout = saved
