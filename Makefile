@@ -26,17 +26,19 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WO
 # .installed adds the test extra (pytest, mypy, ruff, optuna, ray,
 # matplotlib, docutils), which only the tests need.
 EDITABLE := PYTHONWARNINGS="ignore:::setuptools.command.editable_wheel" $(BIN)/python -m pip install -q -e
+# The package's bytecode (see the bytecode target below).
+BYTECODE := $(BIN)/python -m compileall -q hills
 
 $(BIN)/.installed-hills: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(EDITABLE) . --config-settings editable_mode=compat || $(EDITABLE) .
-	$(MAKE) bytecode
+	$(BYTECODE)
 	touch $@
 
 $(BIN)/.installed: $(BIN)/.installed-hills
 	$(EDITABLE) '.[test]' --config-settings editable_mode=compat || $(EDITABLE) '.[test]'
-	$(MAKE) bytecode
+	$(BYTECODE)
 	touch $@
 
 # The package's bytecode, written at install: an editable checkout gets
@@ -44,8 +46,8 @@ $(BIN)/.installed: $(BIN)/.installed-hills
 # images) no command ever writes it, so every cold eval compiled hills
 # anew (about twice as slow). compileall writes whatever that variable
 # says. A wheel install needs none of this: pip compiles what it installs.
-bytecode: $(BIN)/.installed-hills
-	$(BIN)/python -m compileall -q hills
+bytecode:
+	$(BYTECODE)
 
 # pip's editable install leaves out the wheel's data files, the man pages
 # among them: write them into .venv/share/man, where man finds them for

@@ -347,7 +347,7 @@ def test_the_quickstart_installs_hills_alone_and_the_tests_add_their_extra() -> 
     assert rules["quickstart"][0] == ["$(BIN)/.installed-hills", "man-install", "bytecode"]
     assert rules["man-install"][0] == ["$(BIN)/.installed-hills"]
     # The package's bytecode, compiled once it is installed (PYTHONDONTWRITEBYTECODE may forbid it later).
-    assert rules["bytecode"][0] == ["$(BIN)/.installed-hills"] and "compileall" in rules["bytecode"][1]
+    assert rules["bytecode"][1] == "\t$(BYTECODE)\n" and "$(BYTECODE)" in rules["$(BIN)/.installed-hills"][1]
     hills_only = rules["$(BIN)/.installed-hills"][1]
     assert "$(EDITABLE) ." in hills_only and "[test]" not in hills_only
     assert rules["$(BIN)/.installed"][0] == ["$(BIN)/.installed-hills"]

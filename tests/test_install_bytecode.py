@@ -41,8 +41,9 @@ def test_the_install_targets_compile_the_package():
     for target in (r"\$\(BIN\)/\.installed-hills:", r"\$\(BIN\)/\.installed:"):
         recipe = re.search(target + r"[^\n]*\n((?:\t[^\n]*\n)+)", text)
         assert recipe is not None, target
-        assert "$(MAKE) bytecode" in recipe.group(1), recipe.group(1)
-    assert re.search(r"^bytecode:\n\t\$\(BIN\)/python -m compileall -q hills$", text, re.MULTILINE)
+        assert "$(BYTECODE)" in recipe.group(1), recipe.group(1)
+    assert re.search(r"^BYTECODE := \$\(BIN\)/python -m compileall -q hills$", text, re.MULTILINE)
+    assert re.search(r"^bytecode:\n\t\$\(BYTECODE\)$", text, re.MULTILINE)
 
 
 def test_after_the_install_step_every_module_has_current_bytecode(tmp_path):
