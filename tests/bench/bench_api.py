@@ -4,12 +4,11 @@ more than the cold eval), and an eval from a loop's process through
 `api.evaluate` against the same `hills eval` run from a shell, both served
 warm, timed in turns."""
 
-import os
 import subprocess
 import sys
 
 from .bench_eval import wait_for_warm_server
-from .common import Sandbox, compared, interleaved
+from .common import Sandbox, compared, interleaved, plain_hill
 
 LOOP = """\
 import sys, time
@@ -26,10 +25,7 @@ for _ in range(rounds):
 
 def main():
     with Sandbox() as box:
-        box.run("hills", "new", "plain", "-t", "circle-packing")
-        box.run("hills", "commit", "plain", "-m", "initial")
-        submission = os.path.join(box.hill_dir("plain"), "examples", "grid")
-        box.run("hills", "eval", submission, "-H", "plain")
+        submission = plain_hill(box)
 
         def bare():
             subprocess.run([sys.executable, "-c", "pass"], check=True, env=box.env)

@@ -9,7 +9,7 @@ import os
 import time
 
 from .bench_eval import wait_for_warm_server
-from .common import Sandbox
+from .common import Sandbox, plain_hill
 
 TARGET_MB = 80.0
 
@@ -59,10 +59,7 @@ def tree(pid: int) -> list[int]:
 
 def main():
     with Sandbox() as box:
-        box.run("hills", "new", "plain", "-t", "circle-packing")
-        box.run("hills", "commit", "plain", "-m", "initial")
-        submission = os.path.join(box.hill_dir("plain"), "examples", "grid")
-        box.run("hills", "eval", submission, "-H", "plain")
+        submission = plain_hill(box)
         wait_for_warm_server(box)
         box.run("hills", "eval", submission, "-H", "plain")  # served: its spare makes the next standby
         server = None

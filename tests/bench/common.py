@@ -65,6 +65,16 @@ class Sandbox:
                     os.environ[key] = value
 
 
+def plain_hill(box: "Sandbox", name: str = "plain") -> str:
+    """A committed circle-packing hill `name` in the box, evaluated once (its
+    environment built): the path of its example submission `grid`."""
+    box.run("hills", "new", name, "-t", "circle-packing")
+    box.run("hills", "commit", name, "-m", "initial")
+    submission = os.path.join(box.hill_dir(name), "examples", "grid")
+    box.run("hills", "eval", submission, "-H", name)  # builds the environment once
+    return submission
+
+
 def timed(function, repeat=5):
     """Median wall time of `function()` over `repeat` runs."""
     samples = []
