@@ -69,7 +69,7 @@ def main():
         wait_for_warm_server(box, env=no_standby_env)
         compared("hills eval (warm, HILLS_WARM_STANDBY=off) vs bare", interleaved(bare_in_hill, warm_no_standby,
                                                                                rounds=11, pause=0.3))
-        compared("hills eval cold (HILLS_WARM=off) vs bare python3", interleaved(bare_in_hill, cold, rounds=11), 2.0)
+        compared("hills eval cold (HILLS_WARM=off) vs bare python3", interleaved(bare_in_hill, cold, rounds=11), 2.5)
 
         box.run("hills", "new", "heavy", "-t", "circle-packing")
         write_random_files(os.path.join(box.hill_dir("heavy"), "private"), SIZE)
