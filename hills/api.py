@@ -16,12 +16,9 @@ it needs."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .base.errors import HillsError
 
@@ -41,12 +38,15 @@ __all__ = ["API_VERSION", "Attempts", "HillsError", "Report", "Verification", "a
 STATUSES = ("passing", "failing", "buggy")
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     """One signed report, as `hills eval --json` prints it (`data`), with
-    typed views of the fields a loop reads."""
+    typed views of the fields a loop reads. (A NamedTuple, not a dataclass:
+    importing this module must stay as cheap as the interpreter's start.)"""
 
     data: dict[str, Any]
+
+    def __repr__(self) -> str:
+        return f"Report(status={self.status!r}, {self.metric}={self.score!r}, official={self.official!r})"
 
     @property
     def status(self) -> str:
@@ -123,6 +123,8 @@ class Report:
 
     def json(self) -> str:
         """The report as one line of JSON, byte for byte what `hills eval --json` prints."""
+        import json
+
         return json.dumps(self.data, ensure_ascii=False)
 
     def _metric_entries(self) -> list[dict[str, Any]]:
@@ -132,8 +134,7 @@ class Report:
         return [entry for entry in metrics if isinstance(entry, dict) and isinstance(entry.get("name"), str)]
 
 
-@dataclass(frozen=True)
-class Verification:
+class Verification(NamedTuple):
     """Whether a report's signature holds (`valid`), why (`message`), who
     signed it (`signer`: this machine, a trusted name, with the key's
     fingerprint) and the trust mode the report claims."""
@@ -160,14 +161,13 @@ class Attempts(list):  # a list of attempt rows, as `hills attempts --json` list
         self.chain_ok: bool = bool((data.get("chain") or {}).get("ok"))
 
 
-@dataclass(frozen=True)
-class _Ran:
+class _Ran(NamedTuple):
     """What one command line of hills ended with."""
 
     code: int
     stdout: str
     stderr: str = ""
-    args: list[str] = field(default_factory=list)
+    args: tuple[str, ...] = ()
 
 
 def evaluate(submission: str | os.PathLike[str], hill: str, *, params: Mapping[str, Any] | None = None,
@@ -286,6 +286,7 @@ def _verify_through_service(data: dict[str, Any] | None, path: str | None) -> Ve
     """The service's verdict on the report, when this machine uses one."""
     if _service_socket() is None:
         return None
+    import json
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hills-verify-") as folder:
@@ -306,6 +307,8 @@ def _verify_through_service(data: dict[str, Any] | None, path: str | None) -> Ve
 
 
 def _loaded(path: str) -> dict[str, Any] | None:
+    import json
+
     try:
         with open(path, encoding="utf-8") as handle:
             value = json.load(handle)
@@ -354,6 +357,8 @@ def _run_cli(args: list[str], stderr_through: bool = False) -> _Ran:
     """`hills ARGS` run as its own process, by the interpreter this hills is
     installed in, its output read here; `stderr_through` copies its stderr
     to this process's as it comes."""
+    import subprocess
+
     command = [sys.executable, "-m", "hills", *args]
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -376,7 +381,7 @@ def _run_cli(args: list[str], stderr_through: bool = False) -> _Ran:
         code = child.wait()
     if code == 130:
         raise KeyboardInterrupt
-    return _Ran(code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"), args)
+    return _Ran(code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"), tuple(args))
 
 
 def _copy_lines(stream: Any, said: list[bytes]) -> None:
@@ -388,6 +393,8 @@ def _copy_lines(stream: Any, said: list[bytes]) -> None:
 
 def _report_in(stdout: str) -> dict[str, Any] | None:
     """The report `hills eval --json` printed, if it printed one."""
+    import json
+
     text = stdout.strip()
     if not text.startswith("{"):
         return None
@@ -399,6 +406,8 @@ def _report_in(stdout: str) -> dict[str, Any] | None:
 
 
 def _json_or_raise(ran: _Ran, ok_codes: tuple[int, ...] = (0,)) -> dict[str, Any]:
+    import json
+
     if ran.code in ok_codes:
         try:
             value = json.loads(ran.stdout)
