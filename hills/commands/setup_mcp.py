@@ -72,6 +72,19 @@ def config_path(agent: Agent, project: str) -> str:
 
 # ---------------------------------------------------------------- merging
 
+def _put_entry(path: str, config: dict[str, Any], key: str, kind: str, entry: Entry, agent: Agent,
+               force: bool) -> None:
+    """The entry put in `config[key]`, the servers of a JSON or TOML config:
+    refused where that is not `kind` (an object, a table), or where it holds
+    the name already and --force was not given."""
+    servers = config.setdefault(key, {})
+    if not isinstance(servers, dict):
+        raise errors.UsageError(f"'{path}': '{key}' must be {kind}, got {type(servers).__name__}",
+                                hint="fix the file, or add the entry by hand: 'hills setup mcp ... --print'")
+    _refuse_existing(path, entry.name, servers, force)
+    servers[entry.name] = entry.fields(agent)
+
+
 def merged_json(path: str, text: str | None, entry: Entry, agent: Agent, force: bool) -> str:
     """The JSON config `text` (None: no file yet) with the entry in its
     `mcpServers`, every other key and server kept."""
@@ -86,12 +99,7 @@ def merged_json(path: str, text: str | None, entry: Entry, agent: Agent, force: 
     if not isinstance(config, dict):
         raise errors.UsageError(f"'{path}': expected a JSON object at the top level, got {type(config).__name__}",
                                 hint="fix the file, or add the entry by hand: 'hills setup mcp ... --print'")
-    servers = config.setdefault("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise errors.UsageError(f"'{path}': 'mcpServers' must be an object, got {type(servers).__name__}",
-                                hint="fix the file, or add the entry by hand: 'hills setup mcp ... --print'")
-    _refuse_existing(path, entry.name, servers, force)
-    servers[entry.name] = entry.fields(agent)
+    _put_entry(path, config, "mcpServers", "an object", entry, agent, force)
     return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -109,12 +117,7 @@ def merged_toml(path: str, text: str | None, entry: Entry, agent: Agent, force: 
     except tomllib.TOMLDecodeError as exc:
         raise errors.UsageError(f"'{path}' is not valid TOML: {exc}",
                                 hint="fix the file, or add the entry by hand: 'hills setup mcp ... --print'") from None
-    servers = config.setdefault("mcp_servers", {})
-    if not isinstance(servers, dict):
-        raise errors.UsageError(f"'{path}': 'mcp_servers' must be a table, got {type(servers).__name__}",
-                                hint="fix the file, or add the entry by hand: 'hills setup mcp ... --print'")
-    _refuse_existing(path, entry.name, servers, force)
-    servers[entry.name] = entry.fields(agent)
+    _put_entry(path, config, "mcp_servers", "a table", entry, agent, force)
     table = tomli_w.dumps({"mcp_servers": {entry.name: entry.fields(agent)}})
     kept = _without_table(text or "", entry.name).rstrip("\n")
     result = (kept + "\n\n" if kept else "") + table
