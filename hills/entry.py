@@ -53,16 +53,63 @@ def main() -> None:
             served = warm.call(program, args)
             if served.code is not None:  # a warm worker ran it (docs/warm.md)
                 os._exit(served.code)
+    if verb in WARM:
+        from .base import state
+
+        state.deferred = []  # old run folders go once the caller has its answer (_after_exit)
     fast = _fast_path(program, args)
     if fast is not None and verb in LEAVE_AT_ONCE and _flushed():
         if served is not None and served.start and fast in (0, 1):
             warm.start(served.path)  # for the next eval
+        _after_exit()
         # Without the interpreter's teardown: an eval has loaded about 150
         # modules, and unloading them costs it about 5 ms. Nothing an eval
         # leaves needs it: its files are closed by `with`, its threads are
         # daemons it has joined, and it registers no atexit hook.
         os._exit(fast)
-    sys.exit(fast if fast is not None else _slow(program, args))
+    code = fast if fast is not None else _slow(program, args)
+    if verb in WARM:
+        _housekeep()
+    sys.exit(code)
+
+
+def _housekeep() -> None:
+    """Run, here and now, the housekeeping a command left (state.housekeeping)."""
+    from .base import state
+
+    calls, state.deferred = state.deferred or [], None
+    for call in calls:
+        call()
+
+
+def _after_exit() -> None:
+    """The housekeeping a command left, in a child of its own once the
+    command's output is out: the caller has its exit code as this process
+    ends, not after an old run folder of many files is removed, as a warm
+    worker does it after its reply (D-350). The child holds none of the
+    caller's pipes or terminal, and its own session."""
+    from .base import state
+
+    calls, state.deferred = state.deferred or [], None
+    if not calls:
+        return
+    try:
+        child = os.fork()
+    except OSError:  # no process to spare: the caller waits for it instead
+        for call in calls:
+            call()
+        return
+    if child:
+        return
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        for call in calls:
+            call()
+    finally:
+        os._exit(0)
 
 
 def _asks_help(args: list[str]) -> bool:

@@ -1,6 +1,5 @@
-"""The intake while the evaluator boots (docs/warm.md, "The intake"): where
-`cryptography` is loaded (a warm worker), the evaluator's process starts
-before the hill and the submission are copied into the run folder, and gets
+"""The intake while the evaluator boots (docs/warm.md, "The intake"): the
+evaluator's process starts before the hill and the submission are copied into the run folder, and gets
 its key only once they are there. Its report is the one the plain order
 gives; a refusal or a stop signal during the intake leaves no process and
 no started entry; a solution phase the submission does not take still keeps

@@ -107,6 +107,47 @@ def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_cod
     assert not oldest.exists(), "the worker never pruned the old run folder"
 
 
+def old_run_folders(hill):
+    """Enough run folders that the oldest is pruned by the next eval, the
+    oldest of 40,000 files: its removal takes a while."""
+    from hills.run import folders
+
+    runs = hills_home() / "runs" / hill
+    for index in range(folders.KEEP_RUNS):
+        (runs / f"20000101T0000{index:02d}-old").mkdir(parents=True)
+    oldest = runs / "19990101T000000-old"
+    for index in range(200):
+        part = oldest / f"{index:03d}"
+        part.mkdir(parents=True)
+        for name in range(200):
+            (part / str(name)).write_bytes(b"")
+    an_hour_ago = time.time() - 3600
+    os.utime(oldest, (an_hour_ago, an_hour_ago))
+    return oldest
+
+
+@pytest.mark.slow
+def test_a_cold_eval_ends_before_its_housekeeping(hill, tmp_path):
+    """A cold eval (no warm server) exits once its report is out; the old
+    run folder it prunes goes in a child of its own, holding none of the
+    caller's pipes (D-350)."""
+    folder = sub(tmp_path / "s")
+    cold = dict(os.environ, HILLS_WARM="off")
+    first = real("hills", "eval", folder, "-H", hill, env=cold)
+    assert first.code == 0, first.output
+    oldest = old_run_folders(hill)
+    done = subprocess.run(["hills", "eval", str(folder), "-H", hill, "--json"], capture_output=True, text=True,
+                          timeout=120, env=cold)
+    assert done.returncode == 0 and json.loads(done.stdout)["passed"], done.stderr
+    assert oldest.exists()
+    deadline = time.monotonic() + 60
+    while oldest.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not oldest.exists(), "the cold eval never pruned the old run folder"
+    # Only the oldest went: the others are too new to prune (a minute), the two evals' own included.
+    assert len(list(oldest.parent.iterdir())) == 20 + 2
+
+
 @pytest.mark.slow
 def test_failures_and_mistakes_have_the_cold_exit_codes_and_messages(warm, hill, tmp_path):
     real("hills", "eval", sub(tmp_path / "s"), "-H", hill)

@@ -185,10 +185,6 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     `started` entry once nothing is left to refuse (not for an unlogged eval).
     `held`: the standby this eval adopted (its context, folders and process)."""
     req = plan.request
-    # `cryptography` signs the started entry before anything runs: loading
-    # while the hill and the submission are copied, it is there (or nearly)
-    # by then, where loading at the first signature would wait all of it.
-    plan.key.preload()
     cache = locks.StatCache(plan.hill.path)
     run_hill_dir = os.path.join(run_dir, "hill")
     intake: Callable[[], None] | None = None
@@ -196,6 +192,14 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
     if held is None and takes_in_while_booting(plan, isinstance(start, Start)):
         assert plan.tree_hash is not None
         python = uvenv.ready(plan.hill.name, plan.tree_hash)  # a build needs the hill's files first
+    if python is None:
+        # `cryptography` signs the started entry before anything runs:
+        # loading while the hill and the submission are copied, it is there
+        # (or nearly) by then, where loading at the first signature would
+        # wait all of it. Where the evaluator boots first, it loads once
+        # that process is started (the intake below, D-349): its import
+        # holds the interpreter lock that starting a process needs.
+        plan.key.preload()
     if held is not None or python is not None:
         # The evaluator's process boots (or a standby's waits) while the
         # hill and the submission are copied in: its folders exist, empty,
@@ -210,6 +214,7 @@ def _pipeline(plan: EvalPlan, run_dir: str, envelope: Report, say: Say,
             ctx = build_context(plan, run_dir, expected, say, python=python)
 
         def intake() -> None:
+            plan.key.preload()  # a no-op where it is loaded (a warm worker, a standby)
             copy_hill(plan, run_hill_dir, pristine, expected, into=True)
             _take_submission(plan, run_dir, envelope, say)
     else:

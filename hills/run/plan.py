@@ -221,12 +221,11 @@ def takes_in_while_booting(plan: EvalPlan, logged: bool) -> bool:
     by a function evaluator that is the first process to run (no solution
     phase, or one this submission does not take: evaluate.py's
     `_boots_first`, asked of the submission's folder, and asked again of the
-    snapshot), and
-    `cryptography` already loaded (a warm worker), which otherwise loads
-    meanwhile, holding the interpreter lock a process's start needs. (Its
-    environment must be built, too: evaluate.py's `_pipeline`.)"""
+    snapshot). (Its environment must be built, too: evaluate.py's
+    `_pipeline`, which then loads `cryptography` only once the process is
+    started.)"""
     spec, req = plan.spec, plan.request
-    if not logged or not plan.key.loaded or req.current or plan.tree_hash is None \
+    if not logged or req.current or plan.tree_hash is None \
             or spec["evaluator"]["shape"] != "function":
         return False
     solution = spec["solution"]
