@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 
+from ..base import halves
 from .shared import Result
 
 TYPE_CHECKING = False
@@ -405,6 +406,24 @@ def _work() -> Iterator[str]:
 BUGGY_EXAMPLE_FAILS = True
 
 
+@contextlib.contextmanager
+def _runs_folder(hill_name: str) -> Iterator[None]:
+    """The hill's runs folder, there while evals of both halves make their
+    hidden run folders in it, and removed after when this made it (as each
+    of those would, were it alone)."""
+    from ..base import state
+
+    root = state.runs_dir(hill_name)
+    made = not os.path.isdir(root)
+    os.makedirs(root, exist_ok=True)
+    try:
+        yield
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+
+
 def _placeholder_may_fail(example: str, score: Score) -> bool:
     """Whether `example` is the placeholder `hills new --from-hillclimb`
     writes for a problem with no baseline (its solution.py alone, as
@@ -460,16 +479,22 @@ def _corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str, example: str
         first = (spec.get("metrics") or [None])[0] or score.metric or {}
         baseline = Baseline(score, first.get("name") or "score", first.get("direction") or "max", outputs)
         cheats = builtin_cheats(spec, hill_dir, example, baseline) + neutral_cheats(spec, example) + exploits
-        failures = []
-        for index, cheat in enumerate(cheats):
+
+        def verdict_of(index: int) -> str | None:
+            """Why cheat `index` got through, or None."""
+            cheat = cheats[index]
             folder = os.path.join(work, str(index))
             os.mkdir(folder)
             submission = _materialise(cheat, folder)
             scored, _ = _evaluate(hill_name, hill_dir, submission, cheat.params)
             shutil.rmtree(folder, ignore_errors=True)
-            failure = got_through(cheat, scored, baseline)
-            if failure:
-                failures.append(failure)
+            return got_through(cheat, scored, baseline)
+
+        # Two at a time (hills.base.halves): each is an eval of its own, and
+        # its verdict is all the corpus keeps of it.
+        with _runs_folder(hill_name):
+            verdicts = halves.shared(range(len(cheats)), verdict_of)
+        failures = [failure for failure in verdicts if failure]
     failures = problems + failures
     tried = [cheat.name for cheat in cheats]
     if failures:
