@@ -69,44 +69,6 @@ def test_an_eval_served_warm_prints_logs_and_exits_as_a_cold_one(warm, hill, tmp
     assert verified.code == 0 and "signature valid" in verified.out, verified.output
 
 
-@pytest.mark.slow
-def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_code(warm, hill, tmp_path):
-    """`score=$(hills eval ...)` ends with the eval, not with the worker's
-    housekeeping after it: here the removal of an old run folder of many
-    files, which the worker is still doing when the caller's pipes close."""
-    from hills.run import folders
-
-    folder = sub(tmp_path / "s")
-    first = real("hills", "eval", folder, "-H", hill)
-    assert first.code == 0, first.output
-    wait_for_server(warm)
-    runs = hills_home() / "runs" / hill
-    for index in range(folders.KEEP_RUNS):  # enough runs that the oldest, below, is pruned
-        (runs / f"20000101T0000{index:02d}-old").mkdir(parents=True)
-    oldest = runs / "19990101T000000-old"
-    for index in range(200):
-        part = oldest / f"{index:03d}"
-        part.mkdir(parents=True)
-        for name in range(200):
-            (part / str(name)).write_bytes(b"")
-    an_hour_ago = time.time() - 3600
-    os.utime(oldest, (an_hour_ago, an_hour_ago))
-    done = subprocess.run(["hills", "eval", str(folder), "-H", hill, "--json"], capture_output=True, text=True,
-                          timeout=120)
-    # The caller read both pipes to their end: the worker must have let go of them.
-    assert done.returncode == 0 and json.loads(done.stdout)["passed"], done.stderr
-    lines = [line for line in log_of(warm).splitlines() if " served hills eval" in line]
-    assert len(lines) == 1, log_of(warm)
-    worker = int(lines[0].split(" served ")[0].split()[-1])
-    with open(f"/proc/{worker}/stat") as handle:  # a worker that had exited would be gone, or a zombie
-        assert handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    assert oldest.exists()
-    deadline = time.monotonic() + 60
-    while oldest.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not oldest.exists(), "the worker never pruned the old run folder"
-
-
 def old_run_folders(hill):
     """Enough run folders that the oldest is pruned by the next eval, the
     oldest of 40,000 files: its removal takes a while."""
@@ -124,6 +86,32 @@ def old_run_folders(hill):
     an_hour_ago = time.time() - 3600
     os.utime(oldest, (an_hour_ago, an_hour_ago))
     return oldest
+
+
+@pytest.mark.slow
+def test_a_caller_reading_the_output_to_its_end_is_done_when_it_has_the_exit_code(warm, hill, tmp_path):
+    """`score=$(hills eval ...)` ends with the eval, not with the worker's
+    housekeeping after it: here the removal of an old run folder of many
+    files, which the worker is still doing when the caller's pipes close."""
+    folder = sub(tmp_path / "s")
+    first = real("hills", "eval", folder, "-H", hill)
+    assert first.code == 0, first.output
+    wait_for_server(warm)
+    oldest = old_run_folders(hill)
+    done = subprocess.run(["hills", "eval", str(folder), "-H", hill, "--json"], capture_output=True, text=True,
+                          timeout=120)
+    # The caller read both pipes to their end: the worker must have let go of them.
+    assert done.returncode == 0 and json.loads(done.stdout)["passed"], done.stderr
+    lines = [line for line in log_of(warm).splitlines() if " served hills eval" in line]
+    assert len(lines) == 1, log_of(warm)
+    worker = int(lines[0].split(" served ")[0].split()[-1])
+    with open(f"/proc/{worker}/stat") as handle:  # a worker that had exited would be gone, or a zombie
+        assert handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    assert oldest.exists()
+    deadline = time.monotonic() + 60
+    while oldest.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not oldest.exists(), "the worker never pruned the old run folder"
 
 
 @pytest.mark.slow
