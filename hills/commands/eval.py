@@ -11,7 +11,6 @@ from ..base import errors
 from ..base.records import frozen
 from ..cli import fast
 from ..cli.output import check_output_path, compact_json, emit
-from ..cli.summary import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -213,6 +212,10 @@ def _run(options: EvalOptions, standby: Standby | None, style: str | None) -> in
     if outcome.error is not None:
         raise outcome.error  # the refusal, interrupt or bug: said by the funnel like any other
     if not as_json and not quiet:
+        # Loaded here, not with the command: the service's client parses an
+        # eval's options with this module and renders nothing itself.
+        from ..cli.summary import render
+
         render(outcome.report, submission, headed=shown.headed)
     return outcome.exit_code
 
