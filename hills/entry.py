@@ -90,6 +90,8 @@ def _after_exit() -> None:
     caller's pipes or terminal, and its own session."""
     from .base import state
 
+    from .base.errors import leave_now
+
     calls, state.deferred = state.deferred or [], None
     if not calls:
         return
@@ -109,7 +111,7 @@ def _after_exit() -> None:
         for call in calls:
             call()
     finally:
-        os._exit(0)
+        leave_now(0)
 
 
 def _asks_help(args: list[str]) -> bool:

@@ -100,9 +100,11 @@ DEPENDENCIES = {
 
 def leave_now(code: int) -> NoReturn:
     """The end of a process no command returns from: a connection the
-    service forked (the parent's stack, its `finally` blocks and exit
-    handlers must not run twice) or a cluster worker whose Ray is gone. It
-    leaves at once. (hills/entry.py's `main` is the other way out.)"""
+    service forked, a child that works half of the cheat corpus
+    (hills.base.halves) or does an eval's housekeeping after it exits
+    (the parent's stack, its `finally` blocks and exit handlers must not
+    run twice), or a cluster worker whose Ray is gone. It leaves at once.
+    (hills/entry.py's `main` is the other way out.)"""
     os._exit(code)
 
 

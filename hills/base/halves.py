@@ -21,6 +21,8 @@ import os
 import signal
 import time
 
+from .errors import leave_now
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -86,7 +88,7 @@ def _child(write_end: int, items: list[Any], work: Callable[[Any], Any]) -> None
     except BaseException:  # an interrupt, a bug: the caller does this half itself (or is stopping too)
         pass
     finally:
-        os._exit(code)
+        leave_now(code)
 
 
 def _read_all(fd: int) -> bytes:

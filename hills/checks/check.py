@@ -137,13 +137,56 @@ def run_checks(hill_dir: str, tests: bool = True, tell: Callable[[Result], objec
     results.append(Result("evaluator contract", "warn", f"{said}; {infinite}") if infinite
                    else Result("evaluator contract", "ok", said))
 
-    if tests:
-        results.append(run_tests(python, hill_dir))
+    if not tests:
+        _confined_checks(spec, name, hill_dir, python, results, fresh)
+        return results
+    # The hill's tests run in a process of their own while the confined
+    # checks run here (docs/decisions.md D-352): the lines still come in
+    # ORDER, each as soon as it and every line before it are done.
+    running = RunningTests(python, hill_dir)
+    after = _AfterTests(results)
+    waiter = running.told_to(after)
+    try:
+        _confined_checks(spec, name, hill_dir, python, after, fresh)
+    except BaseException:  # an error or Ctrl-C here ends the tests too
+        running.kill()
+        raise
+    finally:
+        waiter.join()
+    return results
+
+
+def _confined_checks(spec: Mapping[str, Any], name: str, hill_dir: str, python: str, results: Any,
+                     fresh: bool) -> None:
+    """The isolation check, then the leak probe and the cheat corpus, their
+    results appended to `results`."""
     isolation = isolation_check(spec, name, hill_dir, python)
     results.append(isolation)
     if isolation.status != "fail":  # a hill whose evals cannot start has nothing to probe
         _probe_and_corpus(spec, name, hill_dir, python, results, fresh)
-    return results
+
+
+class _AfterTests:
+    """The results that come after the tests' in ORDER: held until the
+    tests' result is appended, then appended as they come."""
+
+    def __init__(self, results: list[Result]) -> None:
+        import threading
+
+        self.results, self.tests_done = results, False
+        self.held: list[Result] = []
+        self.lock = threading.Lock()
+
+    def append(self, result: Result) -> None:
+        with self.lock:
+            (self.results if self.tests_done else self.held).append(result)
+
+    def tests(self, result: Result) -> None:
+        with self.lock:
+            self.results.append(result)
+            for held in self.held:
+                self.results.append(held)
+            self.held, self.tests_done = [], True
 
 
 def _probe_and_corpus(spec: Mapping[str, Any], name: str, hill_dir: str, python: str, results: list[Result],
@@ -262,21 +305,73 @@ def isolation_check(spec: Mapping[str, Any], hill_name: str, hill_dir: str, pyth
     return Result("isolation", "ok", "bubblewrap" + ("" if not spec["network"] else ", network allowed"))
 
 
-def run_tests(python: str, hill_dir: str) -> Result:
-    try:
-        done = subprocess.run([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
-                              env=check_env(),
-                              capture_output=True, text=True, timeout=TEST_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return Result("tests", "fail", f"did not finish within {TEST_TIMEOUT}s")
-    lines = done.stdout.strip().splitlines()
+class RunningTests:
+    """The hill's frozen tests (hills/testrunner.py in its interpreter),
+    started at once, their output kept in unnamed files (a pipe nobody
+    reads would stall them), their result read by `result`."""
+
+    def __init__(self, python: str, hill_dir: str) -> None:
+        import tempfile
+
+        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self.deadline = TEST_TIMEOUT
+        self.killed = False
+        # Started here, before any eval of the confined checks: an eval keeps
+        # the processes its caller had when it started (hills.run.runner).
+        self.process = subprocess.Popen([python, TEST_RUNNER, hill_dir], cwd=hill_dir, stdin=subprocess.DEVNULL,
+                                        stdout=self.out, stderr=self.err, env=check_env())
+
+    def result(self) -> Result:
+        """Their Result, once they are done (or killed at TEST_TIMEOUT)."""
+        try:
+            code = self.process.wait(timeout=self.deadline)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return Result("tests", "fail", f"did not finish within {TEST_TIMEOUT}s")
+        finally:
+            stdout, stderr = self._read(self.out), self._read(self.err)
+        return _tests_result(code, stdout, stderr)
+
+    def told_to(self, after: _AfterTests) -> Any:
+        """A started thread that hands their Result to `after` once they are done."""
+        import threading
+
+        def wait() -> None:
+            try:
+                result = self.result()
+            except Exception as exc:  # an OSError reading the output: said as the check's failure
+                result = Result("tests", "fail", f"could not be read: {exc}")
+            if not self.killed:  # the check stopped: no line for tests it ended
+                after.tests(result)
+
+        waiter = threading.Thread(target=wait, name="hills-tests", daemon=True)
+        waiter.start()
+        return waiter
+
+    def kill(self) -> None:
+        """End them, where the checks stop before they are done."""
+        self.killed = True
+        if self.process.poll() is None:
+            self.process.kill()
+
+    @staticmethod
+    def _read(handle: Any) -> str:
+        handle.seek(0)
+        text = handle.read().decode("utf-8", "replace")
+        handle.close()
+        return str(text)
+
+
+def _tests_result(code: int, stdout: str, stderr: str) -> Result:
+    lines = stdout.strip().splitlines()
     summary = lines[-1] if lines else "no output"
-    if done.returncode == 0:
+    if code == 0:
         return Result("tests", "ok", summary)
-    if done.returncode == 5:
+    if code == 5:
         return Result("tests", "fail", "no tests found in tests/")
     failing = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
     detail = summary + ("".join("\n        " + line for line in failing[:10]) if failing else "")
     if not re.search(r"\d+ passed", summary):
-        detail = (done.stderr.strip() or summary)[-800:]
+        detail = (stderr.strip() or summary)[-800:]
     return Result("tests", "fail", detail)
