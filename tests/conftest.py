@@ -159,3 +159,13 @@ def warm(monkeypatch):
     (yielded); every process started with it is stopped and waited for after."""
     with warm_servers(monkeypatch) as folder:
         yield folder
+
+
+@pytest.fixture
+def short_temp(monkeypatch: pytest.MonkeyPatch):
+    """A temporary folder of the test's own, short enough for the probe's unix socket."""
+    folder = tempfile.mkdtemp(prefix="cr-")
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    monkeypatch.setenv("TMPDIR", folder)
+    yield Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)

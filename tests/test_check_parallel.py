@@ -4,8 +4,6 @@ confined checks' evals happen while the tests run (and, with the tests
 run first and alone, they do not); the lines keep their order; a check
 stopped in the confined checks ends the tests too."""
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from testing.eval_fixtures import hills_home
 from testing.util import needs_bwrap, run_cli
 from hills.checks import check
 
-pytestmark = needs_bwrap
+pytestmark = [needs_bwrap, pytest.mark.usefixtures("short_temp")]
 
 # A test of the hill's own that passes only if an eval of the confined
 # checks (their run folders are `.probe-*`) starts while it runs.
@@ -38,16 +36,6 @@ import time
 def test_that_takes_a_minute():
     time.sleep(60)
 """
-
-
-@pytest.fixture(autouse=True)
-def short_temp(monkeypatch: pytest.MonkeyPatch):
-    """A temporary folder of the test's own, short enough for the probe's unix socket."""
-    folder = tempfile.mkdtemp(prefix="cp-")
-    monkeypatch.setattr(tempfile, "tempdir", folder)
-    monkeypatch.setenv("TMPDIR", folder)
-    yield Path(folder)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

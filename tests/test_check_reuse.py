@@ -6,8 +6,6 @@ after a passing check of the same tree runs no check again."""
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,19 +17,9 @@ from hills.checks import check, corpus, probe, recorded
 from hills.disk import locks, uvenv
 from hills.evidence import report
 
-pytestmark = needs_bwrap
+pytestmark = [needs_bwrap, pytest.mark.usefixtures("short_temp")]
 
 RECORDED = "(recorded for this tree on "
-
-
-@pytest.fixture(autouse=True)
-def short_temp(monkeypatch: pytest.MonkeyPatch):
-    """A temporary folder of the test's own, short enough for the probe's unix socket."""
-    folder = tempfile.mkdtemp(prefix="cr-")
-    monkeypatch.setattr(tempfile, "tempdir", folder)
-    monkeypatch.setenv("TMPDIR", folder)
-    yield Path(folder)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
