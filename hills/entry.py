@@ -89,15 +89,17 @@ def _after_exit() -> None:
     worker does it after its reply (D-350). The child holds none of the
     caller's pipes or terminal, and its own session."""
     from .base import state
-
     from .base.errors import leave_now
+    from .base.halves import alone_here
 
     calls, state.deferred = state.deferred or [], None
     if not calls:
         return
     try:
-        child = os.fork()
-    except OSError:  # no process to spare: the caller waits for it instead
+        child = os.fork() if alone_here() else -1
+    except OSError:
+        child = -1
+    if child < 0:  # no process to spare, or a thread that a fork would strand: the caller waits instead
         for call in calls:
             call()
         return

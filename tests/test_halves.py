@@ -81,3 +81,21 @@ def test_a_stopped_caller_stops_its_child(two_cores, tmp_path):
     assert runner._children() == before  # reaped, not left running
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+def test_another_thread_keeps_the_work_here(two_cores):
+    """A fork with another thread running would strand the locks it holds
+    (an import under way): the caller then does it all itself."""
+    import threading
+
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not halves.alone_here()
+        assert [pid for _, pid in halves.shared(range(4), worked)] == [os.getpid()] * 4
+    finally:
+        release.set()
+        other.join()
+    assert halves.alone_here()
+    assert os.getpid() not in [pid for _, pid in halves.shared(range(4), worked)][1::2]

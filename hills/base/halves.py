@@ -12,6 +12,7 @@ whose result is all that matters are shared this way.
 
 Where the child cannot be forked, fails, or sends what cannot be read,
 the caller does its pieces too: the results are the same, only later.
+Nor is it forked while another thread runs in the caller (alone_here).
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ def cores() -> int:
 
 def shared(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     """`[work(item) for item in items]`, every other item worked in a forked
-    child where there are two items or more and two cores; `work`'s results
-    must survive a trip through JSON."""
-    if len(items) < 2 or cores() < 2:
+    child where there are two items or more, two cores, and no other thread
+    (alone_here); `work`'s results must survive a trip through JSON."""
+    if len(items) < 2 or cores() < 2 or not alone_here():
         return [work(item) for item in items]
     theirs = list(range(1, len(items), 2))
     read_end, write_end = os.pipe()
@@ -73,6 +74,17 @@ def shared(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     for position, index in enumerate(theirs):
         results[index] = answered[position] if answered is not None else work(items[index])
     return [results[index] for index in range(len(items))]
+
+
+def alone_here() -> bool:
+    """Whether this is the process's only thread, so that a fork may go on
+    running Python: a child gets every lock as it was, and one another
+    thread held then (an import under way, a stream being written) is held
+    for ever there. With a thread running (the hill's tests being waited
+    for, a library loading), the work is done here instead."""
+    import threading
+
+    return threading.active_count() == 1
 
 
 def _child(write_end: int, items: list[Any], work: Callable[[Any], Any]) -> None:
