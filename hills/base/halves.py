@@ -77,14 +77,20 @@ def shared(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
 
 
 def alone_here() -> bool:
-    """Whether this is the process's only thread, so that a fork may go on
-    running Python: a child gets every lock as it was, and one another
-    thread held then (an import under way, a stream being written) is held
-    for ever there. With a thread running (the hill's tests being waited
-    for, a library loading), the work is done here instead."""
-    import threading
+    """Whether this is the process's only thread, as the kernel counts
+    them, so that a fork may go on running Python: a child gets every lock
+    as it was, and one another thread held then (an import under way, a
+    stream being written) is held for ever there; a library's own pool of
+    threads (blake3's, for a large file) is gone in the child while the
+    library still counts on it. With any other thread (the hill's tests
+    being waited for, a library loading, such a pool), the work is done
+    here instead."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no /proc: Python's own threads are all it can tell
+        import threading
 
-    return threading.active_count() == 1
+        return threading.active_count() == 1
 
 
 def _child(write_end: int, items: list[Any], work: Callable[[Any], Any]) -> None:
