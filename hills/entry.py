@@ -89,29 +89,28 @@ def _after_exit() -> None:
     worker does it after its reply (D-350). The child holds none of the
     caller's pipes or terminal, and its own session."""
     from .base import state
+
+    if not state.deferred:
+        return
     from .base.errors import leave_now
     from .base.halves import alone_here
 
-    calls, state.deferred = state.deferred or [], None
-    if not calls:
-        return
     try:
         child = os.fork() if alone_here() else -1
     except OSError:
         child = -1
     if child < 0:  # no process to spare, or a thread that a fork would strand: the caller waits instead
-        for call in calls:
-            call()
+        _housekeep()
         return
     if child:
+        state.deferred = None  # the child's
         return
     try:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        for call in calls:
-            call()
+        _housekeep()
     finally:
         leave_now(0)
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from testing.util import lines_of, write_lines
-from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, on_machine, real, submission, tree_of
+from testing.eval_fixtures import hills, on_machine, real, submission, three_evals
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +17,7 @@ def pristine(module_machine, tmp_path_factory):
     """A hill with three logged evals (scores 1, 3, 2) and a copy of its log:
     six lines, each eval's started entry and then its outcome."""
     with on_machine(module_machine):
-        hill_dir = make_hill("tried", SCORE_EVAL)
-        folders = tmp_path_factory.mktemp("subs")
-        for value in (1, 3, 2):
-            result = hills("eval", submission(folders / str(value), {"score.txt": str(value)}), "-H", "tried")
-            assert result.code == 0, result.output
-        log = attempts_log("tried", tree_of(hill_dir))
-        saved = tmp_path_factory.mktemp("saved")
-        shutil.copy(log, saved / "log")
-        shutil.copy(str(log) + ".head", saved / "head")
+        _, log, saved = three_evals("tried", tmp_path_factory)
         return log, saved
 
 

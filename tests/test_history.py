@@ -11,8 +11,7 @@ import shutil
 import pytest
 
 from testing.util import lines_of, write_lines
-from testing.eval_fixtures import SCORE_EVAL, attempts_log, hills, make_hill, notes_lines, on_machine, real, \
-    submission, tree_of
+from testing.eval_fixtures import hills, notes_lines, on_machine, real, submission, three_evals
 
 REF = "refs/notes/hills/reports"
 
@@ -21,15 +20,7 @@ REF = "refs/notes/hills/reports"
 def noted(module_machine, tmp_path_factory):
     """A hill with three logged evals, and copies of its log, head and notes ref."""
     with on_machine(module_machine):
-        hill_dir = make_hill("noted", SCORE_EVAL)
-        folders = tmp_path_factory.mktemp("subs")
-        for value in (1, 3, 2):
-            result = hills("eval", submission(folders / str(value), {"score.txt": str(value)}), "-H", "noted")
-            assert result.code == 0, result.output
-        log = attempts_log("noted", tree_of(hill_dir))
-        saved = tmp_path_factory.mktemp("saved")
-        shutil.copy(log, saved / "log")
-        shutil.copy(str(log) + ".head", saved / "head")
+        hill_dir, log, saved = three_evals("noted", tmp_path_factory)
         ref = git(hill_dir, "rev-parse", REF)
         return hill_dir, log, saved, ref
 

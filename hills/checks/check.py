@@ -14,6 +14,7 @@ from ..base.errors import HillsError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable, Mapping
     from typing import Any
 
@@ -333,7 +334,7 @@ class RunningTests:
             stdout, stderr = self._read(self.out), self._read(self.err)
         return _tests_result(code, stdout, stderr)
 
-    def told_to(self, after: _AfterTests) -> Any:
+    def told_to(self, after: _AfterTests) -> threading.Thread:
         """A started thread that hands their Result to `after` once they are done."""
         import threading
 
@@ -360,7 +361,7 @@ class RunningTests:
         handle.seek(0)
         text = handle.read().decode("utf-8", "replace")
         handle.close()
-        return str(text)
+        return text
 
 
 def _tests_result(code: int, stdout: str, stderr: str) -> Result:

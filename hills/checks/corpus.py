@@ -18,6 +18,7 @@ import shutil
 import tempfile
 
 from ..base import halves
+from ..run import folders
 from .shared import Result
 
 TYPE_CHECKING = False
@@ -406,24 +407,6 @@ def _work() -> Iterator[str]:
 BUGGY_EXAMPLE_FAILS = True
 
 
-@contextlib.contextmanager
-def _runs_folder(hill_name: str) -> Iterator[None]:
-    """The hill's runs folder, there while evals of both halves make their
-    hidden run folders in it, and removed after when this made it (as each
-    of those would, were it alone)."""
-    from ..base import state
-
-    root = state.runs_dir(hill_name)
-    made = not os.path.isdir(root)
-    os.makedirs(root, exist_ok=True)
-    try:
-        yield
-    finally:
-        if made:
-            with contextlib.suppress(OSError):
-                os.rmdir(root)
-
-
 def _placeholder_may_fail(example: str, score: Score) -> bool:
     """Whether `example` is the placeholder `hills new --from-hillclimb`
     writes for a problem with no baseline (its solution.py alone, as
@@ -492,7 +475,9 @@ def _corpus(spec: Mapping[str, Any], hill_name: str, hill_dir: str, example: str
 
         # Two at a time (hills.base.halves): each is an eval of its own, and
         # its verdict is all the corpus keeps of it.
-        with _runs_folder(hill_name):
+        # The runs folder is made before the fork, so that neither half
+        # removes it under the other.
+        with folders.runs_root(hill_name):
             verdicts = halves.shared(range(len(cheats)), verdict_of)
         failures = [failure for failure in verdicts if failure]
     failures = problems + failures

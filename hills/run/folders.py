@@ -66,14 +66,26 @@ def hidden_run_dir(hill_name: str, prefix: str) -> Iterator[str]:
     import shutil
     import tempfile
 
+    with runs_root(hill_name) as root:
+        run_dir = tempfile.mkdtemp(prefix=prefix, dir=root)
+        try:
+            yield run_dir
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def runs_root(hill_name: str) -> Iterator[str]:
+    """The hill's runs folder, made where it is missing and then removed
+    after, if it is empty by then: there for the hidden run folders of
+    evals that leave none (several at once, where the cheat corpus runs in
+    two processes)."""
     root = state.runs_dir(hill_name)
     made_root = not os.path.isdir(root)
     os.makedirs(root, exist_ok=True)
-    run_dir = tempfile.mkdtemp(prefix=prefix, dir=root)
     try:
-        yield run_dir
+        yield root
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
         if made_root:
             with contextlib.suppress(OSError):
                 os.rmdir(root)

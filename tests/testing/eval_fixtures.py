@@ -230,3 +230,22 @@ SCORE_EVAL = """\
             "details": {} if value >= 0 else {"reason": "negative score"},
         }
     """
+
+
+def three_evals(name, tmp_path_factory):
+    """A hill `name` scoring score.txt, with three logged evals (scores 1,
+    3, 2: six lines, each eval's started entry then its outcome), and a
+    folder with copies of its log (`log`) and its head file (`head`):
+    (hill folder, log path, that folder). Called on a machine (on_machine)."""
+    import shutil
+
+    hill_dir = make_hill(name, SCORE_EVAL)
+    folders = tmp_path_factory.mktemp("subs")
+    for value in (1, 3, 2):
+        result = hills("eval", submission(folders / str(value), {"score.txt": str(value)}), "-H", name)
+        assert result.code == 0, result.output
+    log = attempts_log(name, tree_of(hill_dir))
+    saved = tmp_path_factory.mktemp("saved")
+    shutil.copy(log, saved / "log")
+    shutil.copy(str(log) + ".head", saved / "head")
+    return hill_dir, log, saved
